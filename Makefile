@@ -1,0 +1,43 @@
+# One-command set-up: `make repro` and `make test` create .venv on a fresh clone.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SCALE ?= mini
+
+.PHONY: repro test export check-sync nbtest pytest book bench clean
+
+$(STAMP): settings.ini setup.py
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $(STAMP)
+
+# the default reproduction job on embedded data, then the book
+repro: $(STAMP)
+	$(BIN)/fedrepro reproduce quickstart --scale $(SCALE) --out repro_out
+	$(MAKE) book
+
+# fedrepro/ must equal what the notebooks export, notebooks must be clean, then every test
+test: $(STAMP) check-sync nbtest pytest
+
+check-sync: $(STAMP)
+	$(BIN)/nbdev_export
+	$(BIN)/nbdev_clean
+	@changed="$$(git status --porcelain -- fedrepro nbs)"; \
+	if [ -n "$$changed" ]; then echo "Out of sync with the notebooks (run nbdev_export and nbdev_clean, then commit):"; echo "$$changed"; exit 1; fi
+
+nbtest: $(STAMP)
+	$(BIN)/nbdev_test --n_workers 2
+
+pytest: $(STAMP)
+	$(BIN)/python -m pytest tests -q
+
+book: $(STAMP)
+	$(BIN)/python tools/build_book.py
+
+bench: $(STAMP)
+	$(BIN)/python bench/engine_overhead.py
+
+clean:
+	rm -rf _docs _proc repro_out runs

@@ -1,0 +1,93 @@
+"The book builds offline (nbdev processing + smalldocs): a page per notebook, in the sidebar, with maths and a figure."
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+try:
+    import smalldocs  # noqa: F401  (tools/build_book.py renders with it)
+except ImportError:
+    pytest.skip("smalldocs is not importable (pip install -e '.[dev]'); the offline book cannot be built", allow_module_level=True)
+
+ROOT = Path(__file__).resolve().parents[1]
+NBS = ROOT / "nbs"
+# `$x$` or `$$x$$` as smalldocs (markdown-it dollarmath) reads it: no space inside the dollars, no digit after the closing one
+MATH = re.compile(r"(?<![\\$])\$\$[^$]+?\$\$|(?<![\\$])\$(?=\S)[^$\n]+?(?<=\S)\$(?!\d)")
+
+
+def chapters() -> list[Path]:
+    "The notebooks of the book, as nbdev finds them: nbs/*.ipynb and nbs/repro/*.ipynb, without _ or . files."
+    nbs = sorted(NBS.glob("*.ipynb")) + sorted(NBS.glob("repro/*.ipynb"))
+    return [p for p in nbs if not p.name.startswith(("_", "."))]
+
+
+def page_of(nb: Path) -> Path:
+    "The page smalldocs writes for a notebook: nbs/00_core.ipynb -> _docs/00_core.html."
+    return nb.relative_to(NBS).with_suffix(".html")
+
+
+def has_math(nb: Path) -> bool:
+    "Whether a notebook has maths in a markdown cell that nbdev keeps (it turns the first `# title` cell into front matter)."
+    cells = [c for c in json.loads(nb.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "markdown"]
+    srcs = ["".join(c["source"]) for c in cells]
+    title = next((i for i, s in enumerate(srcs) if re.search(r"^#\s+\S", s, re.M)), None)
+    return any(MATH.search(s) for i, s in enumerate(srcs) if i != title)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    "Build the book once, in a copy of the project, and give its _docs/."
+    if not chapters():
+        pytest.fail(f"no notebooks in {NBS}")
+    work = tmp_path_factory.mktemp("book")
+    for name in ("settings.ini", "_quarto.yml"):
+        shutil.copy(ROOT / name, work / name)
+    shutil.copytree(NBS, work / "nbs", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    shutil.copytree(ROOT / "tools", work / "tools", ignore=shutil.ignore_patterns("__pycache__"))
+    r = subprocess.run([sys.executable, "tools/build_book.py"], cwd=work, capture_output=True, text=True, timeout=900)
+    if r.returncode:
+        pytest.fail(f"tools/build_book.py failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    return work / "_docs"
+
+
+def test_every_chapter_has_a_page(site):
+    missing = [str(page_of(nb)) for nb in chapters() if not (site / page_of(nb)).is_file()]
+    assert not missing, f"no page in _docs for: {missing}"
+    assert (site / "index.html").is_file()
+
+
+def test_every_chapter_is_in_the_sidebar(site):
+    index = (site / "index.html").read_text(encoding="utf-8")
+    sidebar = index[index.find('id="quarto-sidebar"') :]
+    missing = [str(page_of(nb)) for nb in chapters() if f'href="{page_of(nb).as_posix()}"' not in sidebar]
+    assert not missing, f"not in the sidebar (check the globs in _quarto.yml): {missing}"
+    if any(nb.parent.name == "repro" for nb in chapters()):
+        assert "Reproductions" in sidebar
+
+
+def test_math_is_typeset(site):
+    with_math = [nb for nb in chapters() if has_math(nb)]
+    assert with_math, "no notebook in nbs/ has $...$ or $$...$$ maths in a markdown cell"
+    for nb in with_math:
+        html = (site / page_of(nb)).read_text(encoding="utf-8")
+        # smalldocs writes maths as Pandoc does for KaTeX: <span class="math inline">\(..\)</span>, <span class="math display">\[..\]</span>
+        assert re.search(r'<span class="math (inline|display)">\\[(\[]', html), f"{page_of(nb)}: no maths markup"
+        # and loads KaTeX (from a CDN) with its auto-render, which typesets those spans in the browser
+        for asset in ("katex.min.css", "katex.min.js", "auto-render.min.js"):
+            assert re.search(rf'(href|src)="[^"]*katex[^"]*/{re.escape(asset)}"', html), f"{page_of(nb)}: KaTeX {asset} not referenced"
+
+
+def test_a_figure_is_shown(site):
+    for page in sorted(site.rglob("*.html")):
+        html = page.read_text(encoding="utf-8")
+        if re.search(r'<img\b[^>]*\bsrc="data:image/png;base64,[A-Za-z0-9+/]{100}', html):
+            return
+        for src in re.findall(r'<img\b[^>]*\bsrc="([^":]+\.png)"', html):
+            if (page.parent / src).is_file():
+                return
+    pytest.fail("no page shows a PNG figure (a saved matplotlib output, or a .png file beside the page)")
