@@ -16,7 +16,7 @@ $(STAMP): settings.ini setup.py
 # the default reproduction job on embedded data, then the book
 repro: $(STAMP)
 	$(BIN)/fedrepro reproduce quickstart --scale $(SCALE) --out repro_out
-	$(MAKE) book
+	$(BIN)/python tools/build_book.py --results repro_out
 
 # fedrepro/ must equal what the notebooks export, notebooks must be clean, then every test
 test: $(STAMP) check-sync nbtest pytest

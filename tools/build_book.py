@@ -2,6 +2,7 @@
 
     python tools/build_book.py            # offline, with smalldocs (pure Python, no Quarto needed)
     python tools/build_book.py --quarto   # the same, rendered by Quarto instead
+    python tools/build_book.py --results repro_out   # reproduction pages show the jobs just run into repro_out/
 
 It calls nbdev's `proc_nbs` rather than the `nbdev_proc_nbs` command, because that command first tries to
 install Quarto (curl + sudo) when it is missing, and writes `nbs/_quarto.yml` and `nbs/nbdev.yml`.
@@ -34,6 +35,17 @@ def process() -> None:
     shutil.copy(CONFIG, PROC / "_quarto.yml")  # replaces any nbs/_quarto.yml that proc_nbs copied
 
 
+def use_results(results: Path) -> None:
+    "Show the reproduction notebooks as executed in `results` (by `fedrepro reproduce`) instead of as committed."
+    import nbdev.serve_drv
+    from nbdev.serve import FilterDefaults
+
+    for nb in sorted(results.glob("*.ipynb")):
+        if (ROOT / "nbs" / "repro" / nb.name).exists():
+            nbdev.serve_drv.main((nb, PROC / "repro" / nb.name, FilterDefaults))
+            print(f"build_book: repro/{nb.name} shows the results in {results}")
+
+
 def render_quarto() -> None:
     if not shutil.which("quarto"):
         fail("quarto is not on PATH; run without --quarto to render with smalldocs")
@@ -60,11 +72,15 @@ def render_smalldocs() -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quarto", action="store_true", help="render with Quarto instead of smalldocs")
+    p.add_argument("--results", type=Path, help="a `fedrepro reproduce --out` folder whose executed notebooks the book shows")
     args = p.parse_args()
+    results = args.results.resolve() if args.results else None  # relative to where the user stands
     os.chdir(ROOT)  # nbdev finds settings.ini from the working folder
     if not CONFIG.is_file():
         fail(f"{CONFIG} is missing")
     process()
+    if results:
+        use_results(results)
     render_quarto() if args.quarto else render_smalldocs()
     shutil.rmtree(DOCS, ignore_errors=True)
     shutil.move(PROC / "_docs", DOCS)  # output-dir is _docs inside _proc, as with nbdev_docs

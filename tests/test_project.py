@@ -1,0 +1,43 @@
+"The project's own consistency: one list of requirements, CI runs the README's test command."
+import configparser, re, shlex
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _name(req: str) -> str:
+    return re.split(r'[<>=!~ \[]', req, maxsplit=1)[0].lower().replace('_', '-')
+
+
+def test_environment_yml_agrees_with_settings_ini():
+    cfg = configparser.ConfigParser(delimiters=['='])
+    cfg.read(ROOT / 'settings.ini')
+    ini = shlex.split(cfg['DEFAULT']['requirements']) + shlex.split(cfg['DEFAULT']['dev_requirements'])
+    text = (ROOT / 'environment.yml').read_text()
+    pip = [l.strip()[2:].strip() for l in text.split('- pip:', 1)[1].splitlines() if l.strip().startswith('- ')]
+    assert sorted(pip) == sorted(ini), 'environment.yml and settings.ini list different requirements (versions included)'
+    assert re.search(r'^\s*- python=3\.11\s*$', text, re.M)
+    for pinned in ('nbdev==2.4.14', 'fastcore<1.13', 'execnb<0.2', 'ghapi<1.1'):
+        assert pinned in ini
+
+
+def test_torch_ranges_admit_the_local_builds():
+    cfg = configparser.ConfigParser(delimiters=['='])
+    cfg.read(ROOT / 'settings.ini')
+    from packaging.requirements import Requirement
+    reqs = {r.name: r for r in map(Requirement, shlex.split(cfg['DEFAULT']['requirements']))}
+    assert reqs['torch'].specifier.contains('2.14.1') and reqs['torchvision'].specifier.contains('0.29.1')
+
+
+def test_ci_runs_the_readme_test_command():
+    readme, ci = (ROOT / 'README.md').read_text(), (ROOT / '.ci' / 'run').read_text()
+    assert 'make test' in readme and re.search(r'^make test\s*$', ci, re.M)
+    make = (ROOT / 'Makefile').read_text()
+    assert re.search(r'^test:.*\bcheck-sync\b.*\bnbtest\b.*\bpytest\b', make, re.M)
+
+
+def test_layout():
+    for p in ('nbs', 'fedrepro', '_quarto.yml', 'settings.ini', 'tests', 'environment.yml', 'README.md', 'Makefile',
+              'setup.py', '.ci/run', '.gitignore', 'LICENSE', 'nbs/repro/.notest', 'bench/engine_overhead.py'):
+        assert (ROOT / p).exists(), p
+    assert 'Apache License' in (ROOT / 'LICENSE').read_text()[:200]
