@@ -28,7 +28,7 @@ check-sync: $(STAMP)
 	if [ -n "$$changed" ]; then echo "Out of sync with the notebooks (run nbdev_export and nbdev_clean, then commit):"; echo "$$changed"; exit 1; fi
 
 nbtest: $(STAMP)
-	$(BIN)/nbdev_test --n_workers 2
+	OMP_NUM_THREADS=1 $(BIN)/nbdev_test --n_workers 2   # two notebooks at a time, one thread each: oversubscribed cores slow small-batch training many-fold
 
 pytest: $(STAMP)
 	$(BIN)/python -m pytest tests -q
