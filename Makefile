@@ -16,7 +16,7 @@ $(STAMP): settings.ini setup.py
 # the default reproduction job on embedded data, then the book
 repro: $(STAMP)
 	$(BIN)/fedrepro reproduce quickstart --scale $(SCALE) --out repro_out
-	$(BIN)/python tools/build_book.py --results repro_out
+	$(BIN)/fedrepro book --results repro_out
 
 # fedrepro/ must equal what the notebooks export, notebooks must be clean, then every test
 test: $(STAMP) check-sync nbtest pytest
@@ -34,7 +34,7 @@ pytest: $(STAMP)
 	$(BIN)/python -m pytest tests -q
 
 book: $(STAMP)
-	$(BIN)/python tools/build_book.py
+	$(BIN)/fedrepro book
 
 bench: $(STAMP)
 	$(BIN)/python bench/engine_overhead.py

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 try:
-    import smalldocs  # noqa: F401  (tools/build_book.py renders with it)
+    import smalldocs  # noqa: F401  (fedrepro.book renders with it)
 except ImportError:
     pytest.skip("smalldocs is not importable (pip install -e '.[dev]'); the offline book cannot be built", allow_module_level=True)
 
@@ -48,10 +48,10 @@ def site(tmp_path_factory) -> Path:
     for name in ("settings.ini", "_quarto.yml"):
         shutil.copy(ROOT / name, work / name)
     shutil.copytree(NBS, work / "nbs", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-    shutil.copytree(ROOT / "tools", work / "tools", ignore=shutil.ignore_patterns("__pycache__"))
-    r = subprocess.run([sys.executable, "tools/build_book.py"], cwd=work, capture_output=True, text=True, timeout=900)
+    code = "from fedrepro.cli import main; main(['book'])"
+    r = subprocess.run([sys.executable, "-c", code], cwd=work, capture_output=True, text=True, timeout=900)
     if r.returncode:
-        pytest.fail(f"tools/build_book.py failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+        pytest.fail(f"fedrepro book failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
     return work / "_docs"
 
 

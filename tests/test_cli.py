@@ -42,3 +42,10 @@ def test_list_names_everything():
 def test_reproduce_refuses_unknown_names_and_scales(tmp_path):
     p = fedrepro('reproduce', 'fedreg_table99', '--out', str(tmp_path))
     assert p.returncode == 2 and "reproduction='fedreg_table99' is not allowed" in p.stderr
+
+
+def test_reproduce_reports_a_failing_notebook_in_one_line(tmp_path):
+    p = fedrepro('reproduce', 'quickstart', '--scale', 'paper', '--out', str(tmp_path))
+    assert p.returncode == 2
+    assert "quickstart failed at cell" in p.stderr and "scale='paper' is not allowed" in p.stderr
+    assert (tmp_path / 'quickstart.ipynb').exists()
