@@ -91,3 +91,11 @@ def test_a_figure_is_shown(site):
             if (page.parent / src).is_file():
                 return
     pytest.fail("no page shows a PNG figure (a saved matplotlib output, or a .png file beside the page)")
+
+
+def test_prose_is_prose_not_headings(site):
+    "One title per page: markdown cells that still carry a script's '# ' line prefixes would render every line as a heading."
+    for nb in chapters():
+        html = (site / page_of(nb)).read_text(encoding="utf-8")
+        main = html[html.find("<main"):]
+        assert len(re.findall(r"<h1\b", main)) <= 1, f"{page_of(nb)}: several <h1> in the page body"
