@@ -10,7 +10,7 @@ Both run alternately, `--repeats` times each after a warm-up; the ratio of media
 import argparse, statistics, time
 import numpy as np, torch, torch.nn.functional as F
 from fedrepro.config import ExperimentConfig
-from fedrepro.core import derive_seed, get_device, torch_rng
+from fedrepro.core import DATASETS, derive_seed, get_device, torch_rng
 from fedrepro.data import FedData, load_dataset
 from fedrepro.engine import Federation, batch_schedule, sample_clients
 from fedrepro.models import build_model
@@ -19,10 +19,10 @@ CLIENTS, PER_CLIENT, BATCH, LR = 100, 50, 10, 0.05
 
 
 def mnist5k_clients(device):
-    xtr, ytr, xte, yte = load_dataset('mnist5k')
-    x, y = torch.cat([xtr, xte]), torch.cat([ytr, yte])
+    raw, spec = load_dataset('mnist5k'), DATASETS['mnist5k']
+    x, y = torch.cat([raw.x_train, raw.x_test]), torch.cat([raw.y_train, raw.y_test])
     clients = list(torch.arange(len(y)).view(CLIENTS, PER_CLIENT))
-    return FedData('mnist5k-all', x, y, xte, yte, clients, 10).to(device)
+    return FedData('mnist5k-all', x, y, raw.x_test, raw.y_test, clients, 10, spec.mean, spec.std).to(device)
 
 
 def sync(device):
@@ -39,7 +39,7 @@ def bare_round(model, opt, data, cfg, t, device):
     sync(device); t0 = time.perf_counter()
     for idx in batches:
         opt.zero_grad()
-        F.cross_entropy(model(data.x_train.index_select(0, idx)), data.y_train.index_select(0, idx)).backward()
+        F.cross_entropy(model(data.prepare(data.x_train.index_select(0, idx))), data.y_train.index_select(0, idx)).backward()
         opt.step()
     sync(device)
     return time.perf_counter() - t0

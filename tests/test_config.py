@@ -4,10 +4,10 @@ from fedrepro.config import ExperimentConfig
 
 
 @pytest.mark.parametrize('kw, message', [
-    (dict(dataset='imagenet'), "dataset='imagenet' is not allowed: choose one of ['mnist5k'"),
+    (dict(dataset='imagenet'), "dataset='imagenet' is not allowed: choose one of ['cifar10'"),
     (dict(lr=-0.1), 'lr=-0.1 is not allowed: a finite number > 0'),
     (dict(lr=float('nan')), 'lr=nan'),
-    (dict(partition='classes', classes_per_client=11), 'classes_per_client=11 is not allowed: an integer from 1 to the 10 classes of mnist5k'),
+    (dict(partition='classes', partition_params={'classes_per_client': 11}), 'classes_per_client=11 is not allowed: an integer from 1 to the 10 classes of mnist5k'),
     (dict(rounds=0), 'rounds=0 is not allowed: an integer >= 1'),
     (dict(rounds=2.5), 'rounds=2.5'),
     (dict(num_clients=4, clients_per_round=5), 'clients_per_round=5 is not allowed: at most num_clients=4'),
@@ -28,4 +28,4 @@ def test_configs_are_hashable_data():
     a, b = ExperimentConfig(rounds=3), ExperimentConfig(rounds=3)
     assert a == b and hash(a) == hash(b) and len({a, b, a.replace(seed=1)}) == 2
     assert ExperimentConfig.from_dict(a.to_dict()) == a
-    assert a.hash != a.replace(alpha=0.1).hash
+    assert a.hash != a.replace(partition='dirichlet', partition_params={'alpha': 0.1}).hash

@@ -20,7 +20,7 @@ def sgd_reference(cfg, data, cid, round, epochs=1):
         idx = idx_all[pos]
         seen.append(idx)
         opt.zero_grad()
-        F.cross_entropy(model(data.x_train[idx]), data.y_train[idx]).backward()
+        F.cross_entropy(model(data.prepare(data.x_train[idx])), data.y_train[idx]).backward()
         opt.step()
     assert sorted(torch.cat(seen).tolist()) == sorted(idx_all.tolist()) * 1   # one epoch covers every sample once
     return flat(model)
@@ -38,7 +38,7 @@ def test_fedavg_with_one_client_is_centralised_sgd():
 
 @pytest.mark.parametrize('weighting', ['uniform', 'samples'])
 def test_fedsgd_is_one_full_batch_step(weighting):
-    cfg = ExperimentConfig(algorithm='fedsgd', model='cnn5', partition='dirichlet', alpha=0.5, num_clients=6,
+    cfg = ExperimentConfig(algorithm='fedsgd', model='cnn5', partition='dirichlet', partition_params={'alpha': 0.5}, num_clients=6,
                            clients_per_round=3, lr=0.1, weighting=weighting, device='cpu')
     fed = Federation(cfg)
     model = build_model('cnn5', (1, 28, 28), 10, seed=derive_seed(cfg.seed, 'init'))
@@ -47,7 +47,7 @@ def test_fedsgd_is_one_full_batch_step(weighting):
 
     def grad(idx):
         model.zero_grad()
-        F.cross_entropy(model(fed.data.x_train[idx]), fed.data.y_train[idx]).backward()
+        F.cross_entropy(model(fed.data.prepare(fed.data.x_train[idx])), fed.data.y_train[idx]).backward()
         return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
 
     if weighting == 'uniform': g = torch.stack([grad(fed.data.clients[c]) for c in clients]).mean(0)   # equal weights
@@ -59,7 +59,7 @@ def test_fedsgd_is_one_full_batch_step(weighting):
 
 
 def test_fedavg_weighting_matches_the_mean_of_independent_local_runs():
-    cfg = ExperimentConfig(model='mlp', partition='dirichlet', alpha=0.3, num_clients=4, clients_per_round=2, lr=0.05,
+    cfg = ExperimentConfig(model='mlp', partition='dirichlet', partition_params={'alpha': 0.3}, num_clients=4, clients_per_round=2, lr=0.05,
                            batch_size=16, device='cpu')
     fed = Federation(cfg)
     clients = sample_clients(4, 2, cfg.seed, 1)

@@ -33,7 +33,7 @@ def test_run_writes_its_records(tmp_path, cpu_cfg):
 
 @pytest.mark.parametrize('k, every', [(1, 1), (3, 1), (3, 2)])
 def test_interrupted_run_resumes_to_identical_metrics(tmp_path, cpu_cfg, k, every):
-    cfg = cpu_cfg(rounds=4, checkpoint_every=every, partition='dirichlet', alpha=0.3)
+    cfg = cpu_cfg(rounds=4, checkpoint_every=every, partition='dirichlet', partition_params={'alpha': 0.3})
     full = run(cfg, tmp_path / 'a')
     with pytest.raises(Stop):
         run(cfg, tmp_path / 'b', callbacks=[stop_after(k)])

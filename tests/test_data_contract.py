@@ -1,0 +1,71 @@
+"The data contract across modules: loaders → partitions → FedData → engine, with auxiliary sets, per-client test splits and augmentation."
+import numpy as np, torch
+import pytest
+from fedrepro.core import DATASETS
+from fedrepro.config import ExperimentConfig
+from fedrepro.data import DatasetSpec, RawData, load_federated
+from fedrepro.engine import Federation
+from fedrepro.runner import run
+
+
+def _tiny_rgb(data_root=None, download=False):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (300, 3, 32, 32), generator=g, dtype=torch.uint8)
+    y = torch.arange(300) % 10
+    return RawData(x[:240], y[:240], x[240:], y[240:], groups_train={'domain': np.arange(240) % 4})
+
+
+DATASETS.register('tiny-rgb-test', DatasetSpec('tiny-rgb-test', 10, (3, 32, 32), _tiny_rgb, 'random test images',
+                                               (0.5, 0.5, 0.5), (0.25, 0.25, 0.25), 'crop_flip', embedded=True))
+
+
+def test_aux_set_is_taken_out_of_the_clients_or_the_test_set():
+    d = load_federated('mnist5k', 'iid', 8, seed=1, aux_per_class=20)
+    assert len(d.y_aux) == 200 and torch.bincount(d.y_aux).tolist() == [20] * 10
+    assert d.client_sizes().sum() == 4000 - 200 and len(d.y_test) == 1000
+    clients = set(torch.cat(d.clients).tolist())
+    aux_rows = {bytes(r) for r in d.x_aux.flatten(1).numpy()}
+    in_clients = sum(bytes(r) in aux_rows for r in d.x_train[sorted(clients)].flatten(1).numpy())
+    assert in_clients == 0
+    t = load_federated('mnist5k', 'iid', 8, seed=1, aux_per_class=20, aux_from='test')
+    assert t.client_sizes().sum() == 4000 and len(t.y_test) == 800 and len(t.y_aux) == 200
+
+
+def test_uint8_data_are_normalised_and_augmented_per_batch():
+    d = load_federated('tiny-rgb-test', 'iid', 4, seed=0)
+    x = d.x_train[:16]
+    plain = d.prepare(x)
+    assert torch.allclose(plain, (x.float() / 255 - 0.5) / 0.25)
+    aug = d.prepare(x, train=True, generator=torch.Generator().manual_seed(0))
+    assert aug.shape == plain.shape and not torch.equal(aug, plain)
+
+
+def test_augmented_training_is_reproducible():
+    cfg = ExperimentConfig(dataset='tiny-rgb-test', model='mlp', num_clients=4, clients_per_round=2, batch_size=16, lr=0.05, device='cpu')
+    a, b = Federation(cfg), Federation(cfg)
+    a.round(1), b.round(1)
+    assert torch.equal(a.algo.x, b.algo.x)
+    c = Federation(cfg.replace(seed=1)); c.round(1)
+    assert not torch.equal(a.algo.x, c.algo.x)
+
+
+def test_domain_partition_uses_the_loaders_groups():
+    d = load_federated('tiny-rgb-test', 'domain', 4, seed=0)
+    for cid, idx in enumerate(d.clients):
+        assert set(d.groups['domain'][idx.numpy()].tolist()) == {cid % 4} or len(set(d.groups['domain'][idx.numpy()].tolist())) == 1
+
+
+def test_per_client_test_split_becomes_the_test_set():
+    d = load_federated('mnist5k', 'powerlaw', 50, seed=0, classes_per_client=2)
+    assert d.client_test is not None and len(d.client_test) == 50
+    assert sum(len(t) for t in d.client_test) == len(d.y_test)
+    train_rows = set(torch.cat(d.clients).tolist())
+    assert len(train_rows) == d.client_sizes().sum()
+
+
+def test_run_records_with_partition_params(tmp_path):
+    cfg = ExperimentConfig(model='mlp', partition='shards', partition_params={'shards_per_client': 2}, num_clients=20,
+                           clients_per_round=5, rounds=1, device='cpu')
+    res = run(cfg, tmp_path)
+    assert res.summary['rounds'] == 1
+    assert cfg.hash != cfg.replace(partition_params={'shards_per_client': 3}).hash
