@@ -69,3 +69,28 @@ def test_run_records_with_partition_params(tmp_path):
     res = run(cfg, tmp_path)
     assert res.summary['rounds'] == 1
     assert cfg.hash != cfg.replace(partition_params={'shards_per_client': 3}).hash
+
+
+SCHEMES = [  # every partition scheme, through the command line, with the parameters it needs
+    ('mnist5k', 'iid', 10, []),
+    ('mnist5k', 'powerlaw', 50, ['--classes-per-client', '1', '--set', 'min_per_class=1', '--set', 'total=2000']),
+    ('mnist5k', 'fixed', 100, ['--classes-per-client', '1', '--set', 'samples_per_client=24']),
+    ('mnist5k', 'classes', 20, ['--classes-per-client', '2']),
+    ('mnist5k', 'dirichlet', 10, ['--alpha', '0.3']),
+    ('mnist5k', 'one_class', 10, []),
+    ('mnist5k', 'shards', 20, ['--set', 'shards_per_client=2']),
+    ('digits-domains', 'domain', 4, []),
+    ('digits-domains', 'domain_class', 40, []),
+]
+
+
+def test_every_scheme_is_reachable_from_the_command_line(tmp_path, capsys):
+    from fedrepro.cli import main
+    from fedrepro.core import PARTITIONS
+    for dataset, scheme, n, extra in SCHEMES:
+        main(['run', '--dataset', dataset, '--partition', scheme, '--num-clients', str(n), '--clients-per-round', '2',
+              '--model', 'mlp', '--rounds', '1', '--device', 'cpu', '--no-progress', '--out', str(tmp_path), *extra])
+        out = capsys.readouterr().out
+        assert '"rounds": 1' in out, (scheme, out)
+    assert len([d for d in tmp_path.iterdir() if d.is_dir()]) == len(SCHEMES)
+    assert sorted(s for _, s, _, _ in SCHEMES) == sorted(PARTITIONS)      # none left out

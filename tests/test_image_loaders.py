@@ -229,3 +229,26 @@ def test_read_images(tmp_path):
     x = il.read_images([tmp_path / 'grey.png'] * 3, 8)
     assert x.shape == (3, 3, 8, 8) and x.dtype == torch.uint8 and (x == 77).all()
     assert torch.equal(il.read_images([tmp_path / 'grey.png'] * 3, 8, workers=2), x)
+
+
+# ---------------------------------------------------------------- HWDigits-4 from the four real formats
+
+def test_hwdigits_from_the_four_real_formats_to_domain_clients(mnistm):
+    import numpy as np
+    from scipy.io import savemat
+    from test_loaders import images, labels, write_mnist_like, write_usps, MNIST_NAMES
+    from fedrepro.data import load_federated
+    from fedrepro.image_loaders import load_hwdigits
+    root, _ = mnistm
+    write_mnist_like(root, 'MNIST', MNIST_NAMES, images(20, 1, 28, 28, 0)[:, 0], labels(20), images(10, 1, 28, 28, 1)[:, 0], labels(10))
+    write_usps(root / 'usps.bz2', images(12, 1, 16, 16, 2), labels(12) + 1)
+    write_usps(root / 'usps.t.bz2', images(6, 1, 16, 16, 3), labels(6) + 1)
+    for split, n in (('train', 15), ('test', 8)):
+        x, d = images(n, 3, 32, 32, 4 + n), labels(n)
+        savemat(root / f'{split}_32x32.mat', {'X': np.ascontiguousarray(x.transpose(2, 3, 1, 0)), 'y': np.where(d == 0, 10, d).reshape(-1, 1)})
+    raw = load_hwdigits(str(root))
+    assert raw.x_train.shape == (20 + 12 + 5 + 15, 3, 32, 32) and raw.x_test.shape == (10 + 6 + 2 + 8, 3, 32, 32)
+    assert np.bincount(raw.groups_train['domain']).tolist() == [20, 12, 5, 15]
+    fd = load_federated('hwdigits', 'domain', 4, seed=0, data_root=str(root))
+    assert sorted(fd.client_sizes().tolist()) == [5, 12, 15, 20]
+    assert fd.mean == (0.5, 0.5, 0.5) and fd.augment is None
