@@ -94,3 +94,35 @@ def test_every_scheme_is_reachable_from_the_command_line(tmp_path, capsys):
         assert '"rounds": 1' in out, (scheme, out)
     assert len([d for d in tmp_path.iterdir() if d.is_dir()]) == len(SCHEMES)
     assert sorted(s for _, s, _, _ in SCHEMES) == sorted(PARTITIONS)      # none left out
+
+
+def test_batchnorm_buffers_are_aggregated_and_counted():
+    "A BatchNorm model in a FedAvg round: running statistics are averaged like parameters and sent both ways."
+    from fedrepro.engine import weighted_mean
+    from fedrepro.core import derive_seed
+    cfg = ExperimentConfig(dataset='tiny-rgb-test', model='vgg16', model_params={'batch_norm': True}, num_clients=4,
+                           clients_per_round=2, batch_size=30, lr=0.01, weighting='uniform', device='cpu')
+    fed = Federation(cfg)
+    assert fed.fm.num_buffers > 0
+    x0, ups = fed.algo.x.clone(), []
+    from fedrepro.engine import sample_clients
+    for c in sample_clients(4, 2, cfg.seed, 1).tolist():
+        torch.manual_seed(derive_seed(cfg.seed, 1, c, 'torch'))      # as Federation.round seeds each client (VGG has dropout)
+        up, _ = fed.algo.client_update(fed.context(c, 1), fed.algo.broadcast(), None)
+        ups.append(up['x'])
+    stats = slice(fed.fm.num_params, fed.fm.numel)
+    assert not torch.equal(ups[0][stats], x0[stats]) and not torch.equal(ups[0][stats], ups[1][stats])
+    r = Federation(cfg).round(1)
+    assert r['up_params'] == 2 * (fed.fm.num_params + fed.fm.num_buffers)
+    fed2 = Federation(cfg); fed2.round(1)
+    assert torch.allclose(fed2.algo.x[stats], weighted_mean(ups)[stats], atol=1e-6)
+
+
+def test_model_params_reach_the_model(tmp_path):
+    cfg = ExperimentConfig(model='mlp', model_params={'hidden': [64, 32]}, num_clients=4, clients_per_round=2, rounds=1, device='cpu')
+    fed = Federation(cfg)
+    assert fed.fm.num_params == 784 * 64 + 64 + 64 * 32 + 32 + 32 * 10 + 10
+    moon = Federation(cfg.replace(model_params={'projection_dim': 16}))
+    assert moon.fm.model.features(torch.zeros(2, 1, 28, 28)).shape == (2, 16)
+    with pytest.raises(ValueError, match="model_params\\['depth'\\]"):
+        cfg.replace(model_params={'depth': 3})
