@@ -59,3 +59,9 @@ def test_a_checkpoint_of_another_config_is_refused(tmp_path, cpu_cfg):
     (tmp_path / other.run_name / 'checkpoint.pt').write_bytes((tmp_path / cfg.run_name / 'checkpoint.pt').read_bytes())
     with pytest.raises(ValueError, match='belongs to config'):
         run(other, tmp_path)
+
+
+def test_the_run_directory_store_is_the_one_used(tmp_path, cpu_cfg):
+    from fedrepro.engine import ClientStore, Federation
+    store = ClientStore(tmp_path / 'states', max_in_memory=1)
+    assert Federation(cpu_cfg(), store=store).store is store       # an empty store must not be replaced

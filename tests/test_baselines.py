@@ -1,0 +1,204 @@
+"FedProx, SCAFFOLD and FedCurv: each regulariser at zero is FedAvg, each against its equation, payloads, resume."
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+import fedrepro.algorithms  # noqa: F401  (fedavg)
+import fedrepro.baselines  # noqa: F401  (until config._load_registries imports it)
+from fedrepro.baselines import prox_penalty, empirical_fisher
+from fedrepro.config import ExperimentConfig
+from fedrepro.core import torch_rng
+from fedrepro.engine import Federation, ClientStore, batch_schedule, sample_clients
+from fedrepro.runner import run
+
+COLS = ['round', 'test_acc', 'test_loss', 'up_params', 'down_params']
+SMALL = dict(model='mlp', model_params={'hidden': (16,)}, num_clients=6, clients_per_round=3, lr=0.05, batch_size=20,
+             partition='classes', partition_params={'classes_per_client': 1}, device='cpu')
+
+
+def cfg_of(algorithm='fedavg', params=None, **kw):
+    return ExperimentConfig(**{**SMALL, 'algorithm': algorithm, 'params': params or {}, **kw})
+
+
+def final_x(cfg, rounds=2):
+    fed = Federation(cfg)
+    for t in range(1, rounds + 1): fed.round(t)
+    return fed.algo.x
+
+
+# ---- each regulariser at zero is FedAvg
+
+@pytest.mark.parametrize('algorithm, params, other', [('fedprox', {'mu': 0.0}, {'mu': 0.1}),
+                                                      ('fedprox', {'mu': 0.0, 'convention': 'full'}, {'mu': 0.1, 'convention': 'full'}),
+                                                      ('fedcurv', {'lam': 0.0}, {'lam': 0.1})])
+def test_zero_weight_is_fedavg(algorithm, params, other):
+    avg = final_x(cfg_of())
+    assert torch.equal(final_x(cfg_of(algorithm, params)), avg)
+    assert not torch.equal(final_x(cfg_of(algorithm, other)), avg)
+
+
+def test_zero_weight_run_metrics_equal_fedavg(tmp_path):
+    a = run(cfg_of(rounds=2), tmp_path / 'a').metrics
+    for algorithm, params in (('fedprox', {'mu': 0.0}), ('fedcurv', {'lam': 0.0})):
+        b = run(cfg_of(algorithm, params, rounds=2), tmp_path / algorithm).metrics
+        pd.testing.assert_frame_equal(a[['round', 'test_acc', 'test_loss']], b[['round', 'test_acc', 'test_loss']])
+
+
+def test_fedprox_from_round_and_fedcurv_round_one_have_no_term():
+    avg1, avg2 = final_x(cfg_of(), 1), final_x(cfg_of(), 2)
+    assert torch.equal(final_x(cfg_of('fedprox', {'mu': 0.1, 'from_round': 3}), 2), avg2)
+    assert not torch.equal(final_x(cfg_of('fedprox', {'mu': 0.1, 'from_round': 2}), 2), avg2)
+    assert torch.equal(final_x(cfg_of('fedcurv', {'lam': 0.1}), 1), avg1)
+
+
+# ---- FedProx: the proximal gradient
+
+@pytest.mark.parametrize('convention, factor', [('half', 1.0), ('full', 2.0)])
+def test_fedprox_gradient_matches_autograd(convention, factor):
+    mu = 0.3
+    fed = Federation(cfg_of('fedprox', {'mu': mu, 'convention': convention}, lr=1.0))
+    fm, data, idx = fed.fm, fed.data, fed.data.clients[0][:32]
+    anchor = fed.algo.x.clone()
+    theta = anchor + 0.01 * torch.randn(anchor.shape, generator=torch_rng(0, 'theta'))
+    xb, yb = data.prepare(data.x_train[idx]), data.y_train[idx]
+    fm.load_(theta); fm.grad.zero_()
+    F.cross_entropy(fm.model(xb), yb).backward()
+    ce = fm.grad.clone()
+    fm.grad.zero_()
+    flat = torch.cat([p.reshape(-1) for p in fm.model.parameters()])
+    (F.cross_entropy(fm.model(xb), yb) + prox_penalty(flat, anchor, mu, convention)).backward()
+    auto = fm.grad.clone()
+    torch.testing.assert_close(auto - ce, factor * mu * (theta - anchor), rtol=0, atol=1e-6)
+    fm.load_(theta); fm.grad.copy_(ce)
+    fed.algo._anchor, fed.algo._coef = anchor, fed.algo.coef
+    fed.algo.step(fed.context(0, 1))                      # lr 1: the step is the gradient
+    torch.testing.assert_close(theta - fm.snapshot(), auto, rtol=0, atol=1e-6)
+
+
+# ---- SCAFFOLD: option II by hand
+
+def scaffold_by_hand(cfg, rounds):
+    fed = Federation(cfg.replace(algorithm='fedavg', params={}))
+    fm, data, P, lr = fed.fm, fed.data, fed.fm.num_params, cfg.lr
+    x, c, ci = fm.snapshot(), torch.zeros(P), {}
+    for t in range(1, rounds + 1):
+        dys, dcs = [], []
+        for i in sample_clients(cfg.num_clients, cfg.clients_per_round, cfg.seed, t).tolist():
+            c_old, gen, K = ci.get(i, torch.zeros(P)), torch_rng(cfg.seed, t, i, 'batches'), 0
+            fm.load_(x)
+            for pos in batch_schedule(len(data.clients[i]), cfg.batch_size, cfg.local_epochs, None, gen):
+                idx = data.clients[i][pos]
+                fm.grad.zero_()
+                F.cross_entropy(fm.model(data.prepare(data.x_train[idx], True, gen)), data.y_train[idx]).backward()
+                with torch.no_grad(): fm.params.sub_(lr * (fm.grad - c_old + c))
+                K += 1
+            y = fm.snapshot()
+            ci[i] = c_old - c + (x - y) / (K * lr)
+            dys.append(y - x); dcs.append(ci[i] - c_old)
+        x = x + cfg.params.get('global_lr', 1.0) * torch.stack(dys).mean(0)
+        c = c + torch.stack(dcs).sum(0) / cfg.num_clients
+    return x, c, ci
+
+
+@pytest.mark.parametrize('global_lr', [1.0, 0.5])
+def test_scaffold_option_two_by_hand(global_lr):
+    cfg = cfg_of('scaffold', {'global_lr': global_lr}, clients_per_round=2, weighting='uniform')   # N=6 > |S|=2
+    fed = Federation(cfg)
+    for rounds in (1, 2):
+        fed.round(rounds)
+        x, c, ci = scaffold_by_hand(cfg, rounds)
+        torch.testing.assert_close(fed.algo.x, x, rtol=0, atol=1e-6)
+        torch.testing.assert_close(fed.algo.c, c, rtol=0, atol=1e-5)
+        for i, v in ci.items(): torch.testing.assert_close(fed.store.get(i), v, rtol=0, atol=1e-5)
+        if rounds == 1:   # from zero variates: c = (1/N) Σ c_i, not the mean over the round's clients
+            torch.testing.assert_close(fed.algo.c, torch.stack(list(ci.values())).sum(0) / cfg.num_clients, rtol=0, atol=1e-6)
+            assert fed.algo.c.abs().max() > 0
+
+
+def test_scaffold_variates_spill_to_disk_unchanged(tmp_path):
+    cfg = cfg_of('scaffold', clients_per_round=2)
+    mem, disk = Federation(cfg), Federation(cfg)
+    disk.store = ClientStore(tmp_path, max_in_memory=1)
+    for t in (1, 2, 3): mem.round(t); disk.round(t)
+    assert len(disk.store._disk) > 0
+    assert torch.equal(mem.algo.x, disk.algo.x) and torch.equal(mem.algo.c, disk.algo.c)
+
+
+class Stop(Exception): pass
+
+
+def stop_after(k):
+    def cb(row):
+        if row['round'] == k: raise Stop
+    return cb
+
+
+@pytest.mark.parametrize('algorithm', ['scaffold', 'fedcurv'])
+def test_interrupted_run_resumes_to_identical_metrics(tmp_path, algorithm):
+    cfg = cfg_of(algorithm, {'lam': 0.1} if algorithm == 'fedcurv' else {}, rounds=3, clients_per_round=2)
+    full = run(cfg, tmp_path / 'a')
+    with pytest.raises(Stop):
+        run(cfg, tmp_path / 'b', callbacks=[stop_after(1)])
+    resumed = run(cfg, tmp_path / 'b')
+    pd.testing.assert_frame_equal(resumed.metrics[COLS], full.metrics[COLS])
+
+
+# ---- FedCurv: the Fisher and the penalty
+
+@pytest.mark.parametrize('model', ['mlp', 'cnn5'])
+def test_fisher_is_mean_of_squared_per_sample_gradients(model):
+    fed = Federation(ExperimentConfig(algorithm='fedcurv', model=model, num_clients=4, clients_per_round=2, device='cpu'))
+    idx = fed.data.clients[1][:13]
+    x, y = fed.data.prepare(fed.data.x_train[idx]), fed.data.y_train[idx]
+    expected = torch.zeros_like(fed.fm.grad)
+    for xi, yi in zip(x, y):
+        fed.fm.grad.zero_()
+        F.cross_entropy(fed.fm.model(xi[None]), yi[None]).backward()
+        expected += fed.fm.grad ** 2
+    expected /= len(y)
+    assert expected.abs().max() > 0
+    torch.testing.assert_close(empirical_fisher(fed.fm, x, y, chunk=5), expected, rtol=1e-4, atol=1e-9)
+    torch.testing.assert_close(empirical_fisher(fed.fm, x, y, vectorize=False), expected, rtol=1e-4, atol=1e-9)
+
+
+def test_fedcurv_sums_and_penalty_gradient():
+    lam = 1.0
+    cfg = cfg_of('fedcurv', {'lam': lam})
+    fed, avg = Federation(cfg), Federation(cfg.replace(algorithm='fedavg', params={}))
+    x0, P = fed.algo.x.clone(), fed.fm.num_params
+    clients = fed.round(1)['clients']
+    Fs, thetas = [], []
+    for cid in clients.tolist():
+        ctx = avg.context(cid, 1)
+        up, _ = avg.algo.client_update(ctx, {'x': x0})
+        thetas.append(up['x']); Fs.append(fed.algo.fisher(ctx))
+    torch.testing.assert_close(fed.algo.u, sum(Fs))
+    torch.testing.assert_close(fed.algo.v, sum(f * t for f, t in zip(Fs, thetas)))
+    theta = fed.algo.x.clone().requires_grad_()
+    expected = torch.autograd.grad(lam * sum((f * (theta - t) ** 2).sum() for f, t in zip(Fs, thetas)), theta)[0]
+    fed.fm.load_(fed.algo.x); fed.fm.grad.zero_()
+    fed.algo._u, fed.algo._neg_v = fed.algo.u, -fed.algo.v
+    fed.algo.step(fed.context(0, 2))
+    assert expected.abs().max() > 1e-3
+    torch.testing.assert_close((fed.algo.x - fed.fm.snapshot()) / cfg.lr, expected, rtol=0, atol=1e-3 * expected.abs().max().item())
+
+
+# ---- payloads and parameter checks
+
+@pytest.mark.parametrize('algorithm, up, down', [('fedprox', 1, 1), ('scaffold', 2, 2), ('fedcurv', 3, 3)])
+def test_declared_payloads(tmp_path, algorithm, up, down):
+    fed = Federation(cfg_of(algorithm))
+    assert fed.algo.payload(1000) == {'up': up * 1000, 'down': down * 1000}
+    r = fed.round(1)
+    assert (r['up_params'], r['down_params']) == (up * 3 * fed.fm.numel, down * 3 * fed.fm.numel)
+
+
+@pytest.mark.parametrize('algorithm, params, msg', [
+    ('fedprox', {'mu': -0.1}, "params['mu']"), ('fedprox', {'mu': float('inf')}, "params['mu']"),
+    ('fedprox', {'convention': 'quarter'}, "params['convention']"), ('fedprox', {'from_round': 0}, "params['from_round']"),
+    ('fedprox', {'lam': 1.0}, "params['lam']"), ('scaffold', {'global_lr': 0.0}, "params['global_lr']"),
+    ('scaffold', {'global_lr': True}, "params['global_lr']"), ('fedcurv', {'lam': -1e-4}, "params['lam']"),
+    ('fedcurv', {'mu': 0.1}, "params['mu']")])
+def test_bad_params_are_refused(algorithm, params, msg):
+    with pytest.raises(ValueError, match=msg.replace('[', r'\[').replace(']', r'\]')):
+        ExperimentConfig(algorithm=algorithm, params=params)
