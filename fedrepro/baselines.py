@@ -4,12 +4,11 @@
 
 # %% ../nbs/05a_baselines.ipynb #ecae6b5a
 from __future__ import annotations
-import math
 import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 from .core import ALGORITHMS, FlatModel, check
-from .engine import Algorithm, ClientContext, local_sgd, weighted_mean
+from .engine import Algorithm, ClientContext, local_sgd, weighted_mean, check_hparam
 
 # %% auto #0
 __all__ = ['prox_penalty', 'FedProx', 'Scaffold', 'empirical_fisher', 'FedCurv']
@@ -17,9 +16,8 @@ __all__ = ['prox_penalty', 'FedProx', 'Scaffold', 'empirical_fisher', 'FedCurv']
 # %% ../nbs/05a_baselines.ipynb #4c9d9992
 def _check_number(params: dict, key: str, minimum: float = 0.0, strict: bool = False):
     "Refuse `params[key]` unless it is a finite number `>= minimum` (`> minimum` when `strict`)."
-    v = params[key]
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and (v > minimum if strict else v >= minimum)
-    check(ok, f'params[{key!r}]', v, f"a finite number {'>' if strict else '>='} {minimum}")
+    check_hparam(params, key, (lambda v: v > minimum) if strict else (lambda v: v >= minimum),
+                 f"a finite number {'>' if strict else '>='} {minimum}")
 
 # %% ../nbs/05a_baselines.ipynb #1bdf33fd
 def prox_penalty(theta: torch.Tensor, anchor: torch.Tensor, mu: float, convention: str = 'half') -> torch.Tensor:

@@ -4,14 +4,14 @@
 
 # %% ../nbs/05b_distill.ipynb #17118de0
 from __future__ import annotations
-import copy, math
+import copy
 import torch
 import torch.nn.functional as F
 from .core import ALGORITHMS, DATASETS, FlatModel, check
-from .engine import Algorithm, ClientContext, local_sgd
+from .engine import Algorithm, ClientContext, local_sgd, check_hparam
 
 # %% auto #0
-__all__ = ['FrozenModel', 'TeacherMixin', 'check_range', 'moon_contrastive', 'MOON', 'not_true_logits', 'ntd_loss', 'FedNTD',
+__all__ = ['FrozenModel', 'TeacherMixin', 'moon_contrastive', 'MOON', 'not_true_logits', 'ntd_loss', 'FedNTD',
            'credibility_matrix', 'fedcad_loss', 'FedCAD']
 
 # %% ../nbs/05b_distill.ipynb #a449aa5b
@@ -39,12 +39,6 @@ class TeacherMixin:
         if role not in cache or cache[role].source is not ctx.model: cache[role] = FrozenModel(ctx.model)
         return cache[role]
 
-def _number(v) -> bool: return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-def check_range(params: dict, key: str, ok, allowed: str):
-    "Refuse `params[key]` (when given) unless it is a finite number for which `ok(value)` holds."
-    if key in params: check(_number(params[key]) and ok(params[key]), f'params[{key!r}]', params[key], allowed)
-
 # %% ../nbs/05b_distill.ipynb #8b9a2d51
 def moon_contrastive(z: torch.Tensor, z_glob: torch.Tensor, z_prev: torch.Tensor | None, tau: float) -> torch.Tensor:
     "MOON's $\\ell_{con}$, batch mean: cross-entropy of $[\\cos(z,z_{glob}), \\cos(z,z_{prev})]/\\tau$ with target 0 (0 when `z_prev` is None)."
@@ -62,8 +56,8 @@ class MOON(TeacherMixin, Algorithm):
     @classmethod
     def check_params(cls, params: dict):
         super().check_params(params)
-        check_range(params, 'mu', lambda v: v >= 0, 'a finite number >= 0 (FedSSD: 5 on CIFAR-10, 1 on CIFAR-100 and TinyImageNet)')
-        check_range(params, 'tau', lambda v: v > 0, 'a finite number > 0 (MOON: 0.5)')
+        check_hparam(params, 'mu', lambda v: v >= 0, 'a finite number >= 0 (FedSSD: 5 on CIFAR-10, 1 on CIFAR-100 and TinyImageNet)')
+        check_hparam(params, 'tau', lambda v: v > 0, 'a finite number > 0 (MOON: 0.5)')
 
     def client_update(self, ctx: ClientContext, down: dict, state=None):
         self._glob = self.frozen(ctx, 'global').load_(down['x'])
@@ -99,8 +93,8 @@ class FedNTD(TeacherMixin, Algorithm):
     @classmethod
     def check_params(cls, params: dict):
         super().check_params(params)
-        check_range(params, 'beta', lambda v: v >= 0, 'a finite number >= 0 (FedNTD config: 1)')
-        check_range(params, 'tau', lambda v: v > 0, 'a finite number > 0 (FedNTD config: 1)')
+        check_hparam(params, 'beta', lambda v: v >= 0, 'a finite number >= 0 (FedNTD config: 1)')
+        check_hparam(params, 'tau', lambda v: v > 0, 'a finite number > 0 (FedNTD config: 1)')
 
     def client_update(self, ctx: ClientContext, down: dict, state=None):
         self._glob = self.frozen(ctx, 'global').load_(down['x'])
@@ -146,7 +140,7 @@ class FedCAD(TeacherMixin, Algorithm):
     @classmethod
     def check_params(cls, params: dict):
         super().check_params(params)
-        check_range(params, 'beta', lambda v: v >= 0, 'a finite number >= 0 (reconstruction: tuned over 0.1, 0.5, 1)')
+        check_hparam(params, 'beta', lambda v: v >= 0, 'a finite number >= 0 (reconstruction: tuned over 0.1, 0.5, 1)')
 
     def payload(self, d: int) -> dict:
         return {'up': d, 'down': d + DATASETS[self.cfg.dataset].num_classes}   # the model and the K class recalls

@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_engine.ipynb #1f28691f
 from __future__ import annotations
-import time
+import math, time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +17,7 @@ from .models import build_model
 
 # %% auto #0
 __all__ = ['sample_clients', 'ClientStore', 'ClientContext', 'batch_schedule', 'LocalHooks', 'local_sgd', 'Algorithm',
-           'weighted_mean', 'evaluate', 'Federation']
+           'check_hparam', 'weighted_mean', 'evaluate', 'Federation']
 
 # %% ../nbs/04_engine.ipynb #59dbf6e2
 def sample_clients(num_clients: int, k: int, seed: int, round: int) -> np.ndarray:
@@ -150,6 +150,11 @@ class Algorithm(LocalHooks):
         ctx.fm.load_(down['x'])
         local_sgd(ctx, self)
         return {'x': ctx.fm.snapshot(), 'n': ctx.n}, state
+
+def check_hparam(params: dict, key: str, ok, allowed: str):
+    "Refuse `params[key]` (when given) unless it is a finite number for which `ok(value)` holds; for `check_params` overrides."
+    v = params.get(key)
+    if key in params: check(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and ok(v), f'params[{key!r}]', v, allowed)
 
 def weighted_mean(xs: list, weights=None) -> torch.Tensor:
     "$\\sum_i w_i x_i / \\sum_i w_i$ (uniform when `weights` is None), accumulated without stacking."

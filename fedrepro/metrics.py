@@ -11,7 +11,7 @@ import torch.nn.functional as F
 import fedrepro
 from .core import derive_seed
 from .config import ExperimentConfig
-from .engine import Federation, sample_clients, evaluate
+from .engine import Federation, sample_clients, evaluate, _sync
 from .results import first_round
 
 # %% auto #0
@@ -87,9 +87,6 @@ def per_class_accuracy(model, x: torch.Tensor, y: torch.Tensor, prepare=None, nu
     return np.diag(confusion_matrix(model, x, y, num_classes or int(y.max()) + 1, prepare, True, batch_size))
 
 # %% ../nbs/05c_metrics.ipynb #64323875
-def _sync(device):
-    if device.type == 'cuda': torch.cuda.synchronize(device)
-
 def round_with_locals(fed: Federation, t: int) -> dict:
     "`fed.round(t)`, with `local_states`: each sampled client's flat model after its local update, in client order."
     cfg, algo = fed.cfg, fed.algo
