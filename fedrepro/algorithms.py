@@ -23,3 +23,14 @@ class FedSGD(Algorithm):
     "FedSGD: each sampled client takes exactly one gradient step on all of its data; the server averages."
     name = 'fedsgd'
     def schedule(self, ctx: ClientContext) -> dict: return dict(batch_size=ctx.n, epochs=1, steps=1)
+
+# %% ../nbs/05_algorithms.ipynb #f7f3da8a
+_ELSEWHERE = {'FedProx': 'baselines', 'Scaffold': 'baselines', 'FedCurv': 'baselines',
+              'MOON': 'distill', 'FedNTD': 'distill', 'FedCAD': 'distill', 'FedReg': 'fedreg'}
+
+def __getattr__(name: str):
+    "The methods built in later chapters, imported on first use: `from fedrepro.algorithms import FedReg`."
+    if name in _ELSEWHERE:
+        import importlib
+        return getattr(importlib.import_module(f'fedrepro.{_ELSEWHERE[name]}'), name)
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

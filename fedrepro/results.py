@@ -4,15 +4,19 @@
 
 # %% ../nbs/08_results.ipynb #f623110f
 from __future__ import annotations
+import multiprocessing, os
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from pathlib import Path
+import torch
 import numpy as np, pandas as pd
-from .core import check
+from .core import check, get_device
 from .config import ExperimentConfig
 from .runner import run, RunResult
 
 # %% auto #0
-__all__ = ['REPRO_COLUMNS', 'run_seeds', 'curves', 'repro_table', 'write_repro_csv', 'seed_stats', 'mean_std', 'first_round',
-           'rounds_stats']
+__all__ = ['REPRO_COLUMNS', 'run_seeds', 'curves', 'parallel_starmap', 'run_many', 'repro_table', 'write_repro_csv', 'seed_stats',
+           'mean_std', 'first_round', 'rounds_stats']
 
 # %% ../nbs/08_results.ipynb #c69dbad0
 def run_seeds(cfg: ExperimentConfig, seeds, out='runs', **kw) -> list[RunResult]:
@@ -22,6 +26,30 @@ def run_seeds(cfg: ExperimentConfig, seeds, out='runs', **kw) -> list[RunResult]
 def curves(results: dict) -> pd.DataFrame:
     "`{method: [RunResult, ...]}` as one long table: method, seed, and every per-round metric."
     return pd.concat([r.metrics.assign(method=m, seed=r.cfg.seed) for m, rs in results.items() for r in rs], ignore_index=True)
+
+# %% ../nbs/08_results.ipynb #6a1c0b01
+def _worker_init():
+    from fedrepro.config import _load_registries
+    torch.set_num_threads(1)
+    _load_registries()
+
+def _star(fn, args): return fn(*args)
+
+def parallel_starmap(fn, arglists, workers: int | None = None) -> list:
+    "`[fn(*args) for args in arglists]` on `workers` single-thread processes (default: one per core); `fn` must be importable."
+    arglists = list(arglists)
+    if workers is None: workers = os.cpu_count() or 1
+    check(isinstance(workers, int) and workers >= 1, 'workers', workers, 'None (one per core) or an integer >= 1')
+    workers = min(workers, len(arglists))
+    if workers <= 1: return [fn(*a) for a in arglists]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context('spawn'), initializer=_worker_init) as pool:
+        return list(pool.map(partial(_star, fn), arglists))
+
+def run_many(cfgs, out='runs', workers: int | None = None, **kw) -> list[RunResult]:
+    "Run (or resume) every config of `cfgs` in `out`, on `workers` single-thread processes (default: one per core, one on a GPU); results in `cfgs`' order."
+    cfgs = list(cfgs)
+    if workers is None and any(get_device(c.device).type == 'cuda' for c in cfgs): workers = 1
+    return parallel_starmap(partial(run, out=out, **kw), [(c,) for c in cfgs], workers)
 
 # %% ../nbs/08_results.ipynb #0b510f64
 REPRO_COLUMNS = ['setting', 'method', 'metric', 'paper', 'ours', 'scale', 'seeds']
