@@ -13,9 +13,10 @@ $(STAMP): settings.ini setup.py
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
-# the default reproduction job on embedded data, then the book
+# the default reproduction jobs on embedded data (FedReg's Table 1 and Figure 1 at mini: about 20 minutes on 2 cores), then the book
+REPRO ?= quickstart fedreg_table1 fedreg_figure1
 repro: $(STAMP)
-	$(BIN)/fedrepro reproduce quickstart --scale $(SCALE) --out repro_out
+	for job in $(REPRO); do OMP_NUM_THREADS=1 $(BIN)/fedrepro reproduce $$job --scale $(SCALE) --out repro_out || exit 1; done
 	$(BIN)/fedrepro book --results repro_out
 
 # fedrepro/ must equal what the notebooks export, notebooks must be clean, then every test

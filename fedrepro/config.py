@@ -15,7 +15,7 @@ __all__ = ['model_options', 'ExperimentConfig']
 def _load_registries():
     "Import the modules that fill the registries (lazily: they import this one)."
     import fedrepro.data, fedrepro.loaders, fedrepro.image_loaders, fedrepro.embedded, fedrepro.partitions
-    import fedrepro.models, fedrepro.large_models, fedrepro.algorithms, fedrepro.baselines, fedrepro.distill
+    import fedrepro.models, fedrepro.large_models, fedrepro.algorithms, fedrepro.baselines, fedrepro.distill, fedrepro.fedreg
 
 def model_options(name: str) -> set:
     "The options of a registered model: its constructor's, besides input shape and class count, and MOON's `projection_dim`."
