@@ -39,6 +39,7 @@ book: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/engine_overhead.py
+	$(BIN)/python bench/parallel_runs.py
 
 clean:
 	rm -rf _docs _proc repro_out runs

@@ -196,3 +196,11 @@ def test_forgetting_claim_is_split_into_its_halves():
                          for st, v in (('MNIST (two classes)', 3.0), ('EMNIST', 5.0), ('MNIST (IID)', 1.2), ('EMNIST (IID)', 1.7))])
     v = fedreg_verdicts(rows).set_index('claim')['verdict']
     assert v['1a'] == 'reproduced' and v['1b'] == 'not reproduced' and v['2'] == 'not testable here'
+
+
+def test_a_setting_that_learned_nothing_tests_no_claim():
+    rows = verdict_rows(2, 0.9)
+    rows.loc[rows['metric'] == 'ACC', 'ours'] = [0.11, 0.10, 0.12, 0.10, 0.11, 0.13]     # all within chance (0.1) x 2
+    v = fedreg_verdicts(rows).set_index('claim')
+    assert v.loc['4', 'verdict'] == 'not testable here' and 'twice chance' in v.loc['4', 'evidence']
+    assert v.loc['13', 'verdict'] == 'not testable here'
