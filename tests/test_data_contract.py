@@ -81,6 +81,7 @@ SCHEMES = [  # every partition scheme, through the command line, with the parame
     ('mnist5k', 'shards', 20, ['--set', 'shards_per_client=2']),
     ('digits-domains', 'domain', 4, []),
     ('digits-domains', 'domain_class', 40, []),
+    ('digits-domains', 'group', 4, ['--set', 'key=domain']),
 ]
 
 

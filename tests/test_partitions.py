@@ -71,7 +71,24 @@ def test_seeded(case):
 
 
 def test_every_scheme_is_covered():
-    assert {c[0] for c in CASES.values()} | {'domain', 'domain_class'} >= set(PARTITIONS)
+    assert {c[0] for c in CASES.values()} | {'domain', 'domain_class', 'group'} >= set(PARTITIONS)
+
+
+def test_group_one_client_per_group_and_unassigned_spread_by_size():
+    "Natural groups (COVID-CT sources, Landmarks users): each client is one group plus its share of the samples marked -1."
+    g = np.repeat([0, 1, 2, -1], [100, 300, 600, 500])
+    y = np.arange(len(g)) % 10
+    a, b = (split(y, 'group', 3, seed=s, groups={'user': g}) for s in (0, 1))
+    check_disjoint(a, len(g), 3)
+    for u, n in enumerate([100, 300, 600]):
+        idx = a.train[u]
+        assert (g[idx] == u).sum() == n and set(g[idx]) <= {u, -1}          # the whole group, nothing of another group
+        assert (g[idx] == -1).sum() == n // 2                                # 500 unassigned in proportion 1:3:6
+    assert [q.tolist() for q in a.train] != [q.tolist() for q in b.train]   # which unassigned samples go where is seeded
+    with pytest.raises(ValueError, match=r'num_clients=4 is not allowed: the 3 distinct values'):
+        split(y, 'group', 4, seed=0, groups={'user': g})
+    with pytest.raises(ValueError, match=r"key='source' is not allowed"):
+        split(y, 'group', 3, seed=0, groups={'user': g}, key='source')
 
 
 def test_iid_sizes():
