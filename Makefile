@@ -28,8 +28,10 @@ check-sync: $(STAMP)
 	@changed="$$(git status --porcelain -- fedrepro nbs)"; \
 	if [ -n "$$changed" ]; then echo "Out of sync with the notebooks (run nbdev_export and nbdev_clean, then commit):"; echo "$$changed"; exit 1; fi
 
+# every notebook in one process, in order: nbdev_test's workers each run several notebooks, so what one leaves in the
+# library's registries reaches the next; running them all together makes that reproducible instead of a chance pairing
 nbtest: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/nbdev_test --n_workers 2   # two notebooks at a time, one thread each: oversubscribed cores slow small-batch training many-fold
+	$(BIN)/nbdev_test --n_workers 0
 
 pytest: $(STAMP)
 	$(BIN)/python -m pytest tests -q

@@ -35,7 +35,12 @@ class Partition:
         extra = ''.join(f", {k} {sum(map(len, v)):,}" for k, v in self.parts().items() if k != 'train')
         return f"Partition({self.num_clients} clients, train {s.sum():,} ({s.min() if len(s) else 0}-{s.max() if len(s) else 0} per client){extra})"
 
-def _as_partition(p) -> Partition: return p if isinstance(p, Partition) else Partition(list(p))
+def _as_partition(p) -> Partition:
+    "`p` as a `Partition`: a list of index arrays is its train split."
+    if isinstance(p, Partition): return p
+    # a Partition from another copy of this class (a notebook re-running this chapter in the same process) by its fields
+    if hasattr(p, 'train'): return Partition(p.train, getattr(p, 'test', None), getattr(p, 'valid', None))
+    return Partition(list(p))
 
 # %% ../nbs/02e_partitions.ipynb #1d459d28
 _FIXED_ARGS = ('labels', 'num_clients', 'rng', 'groups')

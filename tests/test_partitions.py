@@ -91,6 +91,22 @@ def test_group_one_client_per_group_and_unassigned_spread_by_size():
         split(y, 'group', 3, seed=0, groups={'user': g}, key='source')
 
 
+def test_a_partition_class_defined_twice_is_accepted(monkeypatch):
+    "nbdev_test runs several notebooks in one process: re-running 02e registers schemes that return the notebook's own Partition class."
+    from dataclasses import dataclass
+    @dataclass
+    class Partition2:                                     # another copy of the class, as the notebook's cells define it
+        train: list
+        test: list | None = None
+        valid: list | None = None
+    library_iid = PARTITIONS['iid']
+    def iid_from_notebook(labels, num_clients, rng, groups=None): return Partition2(list(library_iid(labels, num_clients, rng)))
+    monkeypatch.setitem(PARTITIONS._items, 'iid', iid_from_notebook)
+    part = split(Y, 'iid', 5, seed=0)
+    assert isinstance(part, Partition) and part.num_clients == 5
+    check_disjoint(part, len(Y), 5)
+
+
 def test_iid_sizes():
     s = split(Y, 'iid', 7, seed=0).sizes()
     assert s.max() - s.min() == 1 and s.sum() == 4000
