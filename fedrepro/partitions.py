@@ -38,8 +38,7 @@ class Partition:
 def _as_partition(p) -> Partition:
     "`p` as a `Partition`: a list of index arrays is its train split."
     if isinstance(p, Partition): return p
-    # a Partition from another copy of this class (a notebook re-running this chapter in the same process) by its fields
-    if hasattr(p, 'train'): return Partition(p.train, getattr(p, 'test', None), getattr(p, 'valid', None))
+    if hasattr(p, 'train'): return Partition(p.train, p.test, p.valid)   # a copy of this class: this notebook re-run in the same process
     return Partition(list(p))
 
 # %% ../nbs/02e_partitions.ipynb #1d459d28
