@@ -14,7 +14,7 @@ default-thread runs.
 """
 import argparse, os, tempfile, time
 import torch
-from fedrepro.fedreg import fedreg_config
+from fedrepro.fedreg import FEDREG
 from fedrepro.results import run_many
 
 
@@ -35,7 +35,7 @@ def main():
     ap.add_argument('--workers', type=int, default=os.cpu_count())
     args = ap.parse_args()
     cores = os.cpu_count()
-    cfgs = [fedreg_config('MNIST (two classes)', m, 'mini', seed=s, rounds=args.rounds, device='cpu') for m in ('FedReg', 'FedAvg') for s in (0, 1)]
+    cfgs = [FEDREG.config('MNIST (two classes)', m, 'mini', seed=s, rounds=args.rounds, device='cpu') for m in ('FedReg', 'FedAvg') for s in (0, 1)]
     base, acc_base = timed(cfgs, 1, cores)
     one, acc_one = timed(cfgs, 1, 1)
     par, acc_par = timed(cfgs, args.workers, cores)

@@ -25,12 +25,9 @@ class FedSGD(Algorithm):
     def schedule(self, ctx: ClientContext) -> dict: return dict(batch_size=ctx.n, epochs=1, steps=1)
 
 # %% ../nbs/05_algorithms.ipynb #f7f3da8a
-_ELSEWHERE = {'FedProx': 'baselines', 'Scaffold': 'baselines', 'FedCurv': 'baselines',
-              'MOON': 'distill', 'FedNTD': 'distill', 'FedCAD': 'distill', 'FedReg': 'fedreg'}
-
 def __getattr__(name: str):
-    "The methods built in later chapters, imported on first use: `from fedrepro.algorithms import FedReg`."
-    if name in _ELSEWHERE:
-        import importlib
-        return getattr(importlib.import_module(f'fedrepro.{_ELSEWHERE[name]}'), name)
+    "A registered method's class by its class name, from whichever module defines it: `from fedrepro.algorithms import FedReg`."
+    if not name.startswith('_'):           # dunders (`__path__`, ...) are asked for by the import system and tools
+        for key in ALGORITHMS:
+            if getattr(ALGORITHMS[key], '__name__', None) == name: return ALGORITHMS[key]
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -9,7 +9,7 @@ import fedrepro
 from dataclasses import fields, MISSING
 from pathlib import Path
 from .core import check, DATASETS, PARTITIONS, MODELS, ALGORITHMS
-from .config import ExperimentConfig, _load_registries, model_options
+from .config import ExperimentConfig, model_options
 from .runner import run
 
 # %% auto #0
@@ -85,7 +85,6 @@ def reproduce(name: str, scale: str = 'mini', out='repro_out', seeds=None, devic
 # %% ../nbs/07_cli.ipynb #5b5e54f9
 def list_all() -> str:
     "What can be named in a config or reproduced, as text."
-    _load_registries()
     lines = ['datasets:'] + [f'  {n:<12} {DATASETS[n].num_classes} classes, {DATASETS[n].input_shape}  {DATASETS[n].source}' for n in DATASETS]
     lines += ['partitions: ' + ', '.join(PARTITIONS), 'models: ' + ', '.join(MODELS), 'algorithms:']
     lines += [f'  {n:<12} {ALGORITHMS[n].hparams or ""}' for n in ALGORITHMS]

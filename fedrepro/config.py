@@ -6,23 +6,18 @@
 from __future__ import annotations
 import dataclasses, hashlib, inspect, json, math, re
 from dataclasses import dataclass, field, fields
-from .core import check, bad_value, DATASETS, PARTITIONS, MODELS, ALGORITHMS
+from .core import check, bad_value, load_modules, DATASETS, PARTITIONS, MODELS, ALGORITHMS
 
 # %% auto #0
 __all__ = ['model_options', 'ExperimentConfig']
 
 # %% ../nbs/01_config.ipynb #55c9b249
-def _load_registries():
-    "Import the modules that fill the registries (lazily: they import this one)."
-    import fedrepro.data, fedrepro.loaders, fedrepro.image_loaders, fedrepro.embedded, fedrepro.partitions
-    import fedrepro.models, fedrepro.large_models, fedrepro.algorithms, fedrepro.baselines, fedrepro.distill, fedrepro.fedreg
-
 def model_options(name: str) -> set:
     "The options of a registered model: its constructor's, besides input shape and class count, and MOON's `projection_dim`."
-    _load_registries()
     return set(inspect.signature(MODELS[name]).parameters) - {'input_shape', 'num_classes'} | {'projection_dim'}
 
 _NOT_HASHED = ('data_root', 'download', 'checkpoint_every')
+_HASHED_WHEN_SET = {'momentum': 0.0, 'weight_decay': 0.0}   # added later: at their defaults they stay out, so older runs keep their hash
 _DEVICE = re.compile(r'^(auto|cpu|cuda(:\d+)?|mps)$')
 
 @dataclass(frozen=True)
@@ -41,6 +36,8 @@ class ExperimentConfig:
     local_steps: int | None = None   # ... or, when set, exactly this many local steps
     batch_size: int = 10
     lr: float = 0.1
+    momentum: float = 0.0            # local SGD's momentum and weight decay, as torch.optim.SGD's; the optimiser is new
+    weight_decay: float = 0.0        # at every client update, so the momentum buffer starts empty
     weighting: str = 'samples'       # server mean weighted by client 'samples' or 'uniform'
     partition_params: dict = field(default_factory=dict)  # the scheme's parameters: classes_per_client, alpha, shards_per_client, ...
     aux_per_class: int = 0           # a server-side auxiliary set of this many samples per class (FedSSD: 64) ...
@@ -54,7 +51,6 @@ class ExperimentConfig:
     download: bool = False           # let torchvision fetch missing data where it can
 
     def __post_init__(self):
-        _load_registries()
         for reg, name in ((DATASETS, 'dataset'), (PARTITIONS, 'partition'), (MODELS, 'model'), (ALGORITHMS, 'algorithm')):
             reg[getattr(self, name)]                     # raises, listing the known names
         for f in ('num_clients', 'clients_per_round', 'rounds', 'local_epochs', 'batch_size', 'eval_every', 'eval_batch_size', 'checkpoint_every'):
@@ -63,6 +59,9 @@ class ExperimentConfig:
         check(self.local_steps is None or (isinstance(self.local_steps, int) and self.local_steps >= 1), 'local_steps', self.local_steps, 'None or an integer >= 1')
         check(self.clients_per_round <= self.num_clients, 'clients_per_round', self.clients_per_round, f'at most num_clients={self.num_clients}')
         check(isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0, 'lr', self.lr, 'a finite number > 0')
+        number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        check(number(self.momentum) and 0 <= self.momentum < 1, 'momentum', self.momentum, 'a finite number in [0, 1)')
+        check(number(self.weight_decay) and self.weight_decay >= 0, 'weight_decay', self.weight_decay, 'a finite number >= 0')
         check(self.weighting in ('samples', 'uniform'), 'weighting', self.weighting, "'samples' or 'uniform'")
         check(isinstance(self.seed, int) and self.seed >= 0, 'seed', self.seed, 'an integer >= 0')
         check(isinstance(self.device, str) and bool(_DEVICE.match(self.device)), 'device', self.device, "'auto', 'cpu', 'cuda' or 'cuda:N'")
@@ -98,7 +97,7 @@ class ExperimentConfig:
     @property
     def hash(self) -> str:
         "A stable hex digest of everything that determines the run's results."
-        d = {k: v for k, v in self.to_dict().items() if k not in _NOT_HASHED}
+        d = {k: v for k, v in self.to_dict().items() if k not in _NOT_HASHED and not (k in _HASHED_WHEN_SET and v == _HASHED_WHEN_SET[k])}
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
     def __hash__(self): return int(self.hash, 16)
     @property

@@ -4,15 +4,15 @@
 
 # %% ../nbs/00_core.ipynb #3058b808
 from __future__ import annotations
-import os, json, hashlib, tempfile
+import os, json, hashlib, importlib, pkgutil, tempfile
 from pathlib import Path
 from typing import Callable, Iterable
 import numpy as np, torch
 from torch import nn
 
 # %% auto #0
-__all__ = ['DATASETS', 'PARTITIONS', 'MODELS', 'ALGORITHMS', 'bad_value', 'check', 'Registry', 'get_device', 'derive_seed',
-           'in_test', 'numpy_rng', 'torch_rng', 'FlatModel', 'atomic_write', 'write_json']
+__all__ = ['DATASETS', 'PARTITIONS', 'MODELS', 'ALGORITHMS', 'PAPERS', 'bad_value', 'check', 'load_modules', 'Registry',
+           'get_device', 'derive_seed', 'in_test', 'numpy_rng', 'torch_rng', 'FlatModel', 'atomic_write', 'write_json']
 
 # %% ../nbs/00_core.ipynb #a0a98bb6
 def bad_value(field: str, value, allowed: str) -> ValueError:
@@ -24,6 +24,21 @@ def check(ok: bool, field: str, value, allowed: str):
     if not ok: raise bad_value(field, value, allowed)
 
 # %% ../nbs/00_core.ipynb #8fc1171c
+_discovered = False
+
+def load_modules():
+    "Import, once, every module of the `fedrepro` package, so that each has registered what it defines."
+    global _discovered
+    if _discovered: return
+    _discovered = True          # set first: a module that consults a registry while being imported must not restart the loop
+    import fedrepro
+    try:
+        for m in pkgutil.iter_modules(fedrepro.__path__):
+            if not m.name.startswith('_'): importlib.import_module(f'fedrepro.{m.name}')
+    except BaseException:
+        _discovered = False     # the next consult retries, and shows the error again
+        raise
+
 class Registry:
     "Names to objects for one `kind` of thing (dataset, model, ...), with errors that list the known names."
     def __init__(self, kind: str): self.kind, self._items = kind, {}
@@ -36,14 +51,15 @@ class Registry:
         self._items[name] = obj
         return obj
     def __getitem__(self, name: str):
+        load_modules()
         if name not in self._items: raise bad_value(self.kind, name, f"choose one of {sorted(self._items)}")
         return self._items[name]
-    def __contains__(self, name): return name in self._items
-    def __iter__(self): return iter(sorted(self._items))
-    def __len__(self): return len(self._items)
+    def __contains__(self, name): load_modules(); return name in self._items
+    def __iter__(self): load_modules(); return iter(sorted(self._items))
+    def __len__(self): load_modules(); return len(self._items)
     def __repr__(self): return f"Registry({self.kind!r}: {', '.join(self)})"
 
-DATASETS, PARTITIONS, MODELS, ALGORITHMS = (Registry(k) for k in ('dataset', 'partition', 'model', 'algorithm'))
+DATASETS, PARTITIONS, MODELS, ALGORITHMS, PAPERS = (Registry(k) for k in ('dataset', 'partition', 'model', 'algorithm', 'paper'))
 
 # %% ../nbs/00_core.ipynb #dc06fadb
 def get_device(device: str = 'auto') -> torch.device:

@@ -126,10 +126,10 @@ def fedcad_loss(logits: torch.Tensor, global_logits: torch.Tensor, y: torch.Tens
 # %% ../nbs/05b_distill.ipynb #dd22af20
 @ALGORITHMS.register('fedcad')
 class FedCAD(TeacherMixin, Algorithm):
-    "FedCAD, RECONSTRUCTED baseline (no public definition; fedssd.md §7.6): CE + `beta` × mean of recall[y] × KL(global ‖ local)."
+    "FedCAD, RECONSTRUCTED baseline (no public definition; our reconstruction): CE + `beta` × mean of recall[y] × KL(global ‖ local)."
     name, hparams = 'fedcad', {'beta': 1.0}
     description = ('FedCAD (He et al. 2022), reconstructed baseline: the paper gives no formula; '
-                   'class-recall-weighted KL distillation from the global model, as specified in fedssd.md §7.6')
+                   'class-recall-weighted KL distillation from the global model, as reconstructed here')
 
     def __init__(self, cfg, x0):
         check(cfg.aux_per_class > 0, 'aux_per_class', cfg.aux_per_class,

@@ -16,7 +16,7 @@ from .data import FedData, load_federated
 from .models import build_model
 
 # %% auto #0
-__all__ = ['sample_clients', 'ClientStore', 'ClientContext', 'batch_schedule', 'LocalHooks', 'local_sgd', 'Algorithm',
+__all__ = ['sample_clients', 'ClientStore', 'ClientContext', 'batch_schedule', 'sgd_step', 'LocalHooks', 'local_sgd', 'Algorithm',
            'check_hparam', 'weighted_mean', 'evaluate', 'Federation']
 
 # %% ../nbs/04_engine.ipynb #59dbf6e2
@@ -84,6 +84,9 @@ class ClientContext:
     epochs: int = 1
     steps: int | None = None
     generator: torch.Generator | None = None
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    momentum_buffer: torch.Tensor | None = None   # `sgd_step`'s
     @property
     def n(self) -> int: return len(self.indices)
     @property
@@ -100,10 +103,20 @@ def batch_schedule(n: int, batch_size: int, epochs: int = 1, steps: int | None =
             done += 1
 
 # %% ../nbs/04_engine.ipynb #9e289509
+def sgd_step(ctx: ClientContext, d: torch.Tensor):
+    "`torch.optim.SGD`'s update of `ctx.fm.params` along the gradient `d`, with `ctx`'s lr, weight decay and momentum (no dampening or Nesterov)."
+    p = ctx.fm.params
+    if ctx.weight_decay: d = d.add(p, alpha=ctx.weight_decay)
+    if ctx.momentum:
+        if ctx.momentum_buffer is None: ctx.momentum_buffer = d.clone()
+        else: ctx.momentum_buffer.mul_(ctx.momentum).add_(d)
+        d = ctx.momentum_buffer
+    p.add_(d, alpha=-ctx.lr)
+
 class LocalHooks:
-    "The default local objective and step: cross-entropy and plain SGD. Algorithms override these."
+    "The default local objective and step: cross-entropy and SGD. Algorithms override these."
     def loss(self, ctx: ClientContext, x, y, logits, z): return F.cross_entropy(logits, y)
-    def step(self, ctx: ClientContext): ctx.fm.params.add_(ctx.fm.grad, alpha=-ctx.lr)
+    def step(self, ctx: ClientContext): sgd_step(ctx, ctx.fm.grad)
 
 def local_sgd(ctx: ClientContext, hooks: LocalHooks = LocalHooks()) -> int:
     "Train `ctx.fm` on the client's data with `hooks`' loss and step; returns the number of steps taken."
@@ -195,7 +208,7 @@ class Federation:
 
     def context(self, cid: int, round: int) -> ClientContext:
         ctx = ClientContext(cid, round, self.data, self.data.clients[cid], self.fm, self.cfg.lr, self.cfg.batch_size,
-                            generator=torch_rng(self.cfg.seed, round, cid, 'batches'))
+                            generator=torch_rng(self.cfg.seed, round, cid, 'batches'), momentum=self.cfg.momentum, weight_decay=self.cfg.weight_decay)
         for k, v in self.algo.schedule(ctx).items(): setattr(ctx, k, v)
         return ctx
 

@@ -15,10 +15,9 @@ from .engine import Federation, sample_clients, evaluate, _sync
 from .results import first_round
 
 # %% auto #0
-__all__ = ['FEDREG_METRICS', 'best_accuracy', 'final_accuracy', 'best_within', 'mean_curve', 'r_a', 't_reach', 'fmt_rounds',
-           'communication_cost', 'predict', 'confusion_matrix', 'per_class_accuracy', 'round_with_locals',
-           'client_losses', 'forgetting_curve', 'local_model_accuracy', 'local_accuracy_curve', 'shared_dir',
-           'fedreg_cells', 'compare_with_paper']
+__all__ = ['best_accuracy', 'final_accuracy', 'best_within', 'mean_curve', 'r_a', 't_reach', 'fmt_rounds', 'communication_cost',
+           'predict', 'confusion_matrix', 'per_class_accuracy', 'round_with_locals', 'client_losses',
+           'forgetting_curve', 'local_model_accuracy', 'local_accuracy_curve']
 
 # %% ../nbs/05c_metrics.ipynb #0e2ab891
 def _evaluated(m: pd.DataFrame) -> pd.DataFrame:
@@ -152,31 +151,3 @@ def local_accuracy_curve(fed: Federation | ExperimentConfig, rounds: int) -> pd.
         rows.append(dict(round=t, start_acc=start, local_acc=local_model_accuracy(fed, r['local_states']),
                          test_acc=local_model_accuracy(fed, [fed.algo.x])))
     return pd.DataFrame(rows)
-
-# %% ../nbs/05c_metrics.ipynb #0e54d0e0
-def shared_dir() -> Path | None:
-    "The project's `shared/` folder (papers, reference curves): `$FEDREPRO_SHARED`, else beside the repository; None if absent."
-    p = Path(os.environ.get('FEDREPRO_SHARED') or Path(fedrepro.__file__).resolve().parents[2] / 'shared')
-    return p if p.is_dir() else None
-
-FEDREG_METRICS = ['R0.5', 'R0.9', 'R1.0', 'ACC']
-
-def fedreg_cells(curves: pd.DataFrame, setting: str) -> pd.DataFrame:
-    "FedReg's table cells for `setting` from per-round curves (columns setting, method, round, test_acc): ACC and $R_a$ against SGD's best."
-    c = curves[curves['setting'] == setting]
-    runs = {meth: g[['round', 'test_acc']] for meth, g in c.groupby('method', sort=False)}
-    A = best_accuracy(runs['SGD'])
-    rows = []
-    for meth, m in runs.items():
-        rows += [dict(setting=setting, method=meth, metric=f'R{a}', ours=r_a(m, A, a)) for a in (0.5, 0.9, 1.0)]
-        rows.append(dict(setting=setting, method=meth, metric='ACC', ours=best_accuracy(m)))
-    return pd.DataFrame(rows)
-
-def compare_with_paper(ours: pd.DataFrame, paper: pd.DataFrame) -> pd.DataFrame:
-    "The cells of `ours` that the paper prints (`paper` in the shape of `fedreg_tables.csv`; NaN = printed '-'), beside it, with `match`."
-    p = paper.drop_duplicates(['setting', 'method', 'metric'])[['setting', 'method', 'metric', 'value']].rename(columns={'value': 'paper'})
-    df = ours.merge(p, on=['setting', 'method', 'metric'], how='inner')
-    def ok(r):
-        if np.isnan(r.ours) or np.isnan(r.paper): return bool(np.isnan(r.ours) and np.isnan(r.paper))
-        return bool(round(r.ours, 3) == r.paper) if r.metric == 'ACC' else bool(r.ours == r.paper)
-    return df.assign(match=df.apply(ok, axis=1))

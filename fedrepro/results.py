@@ -29,9 +29,9 @@ def curves(results: dict) -> pd.DataFrame:
 
 # %% ../nbs/08_results.ipynb #6a1c0b01
 def _worker_init():
-    from fedrepro.config import _load_registries
+    from fedrepro.core import load_modules
     torch.set_num_threads(1)
-    _load_registries()
+    load_modules()
 
 def _star(fn, args): return fn(*args)
 

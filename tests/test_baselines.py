@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import fedrepro.algorithms  # noqa: F401  (fedavg)
-import fedrepro.baselines  # noqa: F401  (until config._load_registries imports it)
+import fedrepro.baselines  # noqa: F401
 from fedrepro.baselines import prox_penalty, empirical_fisher
 from fedrepro.config import ExperimentConfig
 from fedrepro.core import torch_rng

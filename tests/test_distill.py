@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import fedrepro.distill  # registers moon, fedntd, fedcad (until config._load_registries imports it)
+import fedrepro.distill  # noqa: F401
 from fedrepro.distill import moon_contrastive, not_true_logits, ntd_loss, fedcad_loss, credibility_matrix, FrozenModel
 from fedrepro.config import ExperimentConfig
 from fedrepro.core import FlatModel

@@ -172,7 +172,7 @@ def _batch(shape, n, k, seed=0):
     ('vgg16', (3, 32, 32), 100, {}, 0.01),
     ('vgg16', (3, 32, 32), 100, {'batch_norm': True}, 0.01),
     ('densenet121_gn', (3, 64, 64), 2, {}, 0.01),           # Landmarks input size; 224 is only shape-checked
-    ('cnn10', (3, 128, 128), 2, {'width': 8}, 5e-4),          # real input, width 8 not 128 (cost); spec LR
+    ('cnn10', (3, 128, 128), 2, {'width': 8}, 5e-4),          # real input, width 8 not 128 (cost); the paper's LR
 ])
 def test_trains(name, shape, k, opts, lr):
     m = build_model(name, shape, k, **opts)

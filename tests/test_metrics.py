@@ -1,4 +1,4 @@
-"The papers' metrics on hand-made curves and models, the forgetting measure by hand, and FedReg's Table 1 from the authors' curves."
+"The papers' metrics on hand-made curves and models, and the forgetting measure by hand."
 import os
 from pathlib import Path
 import numpy as np, pandas as pd, pytest, torch
@@ -9,7 +9,7 @@ from fedrepro.data import FedData
 from fedrepro.engine import Algorithm, Federation, sample_clients
 from fedrepro.metrics import (best_accuracy, final_accuracy, best_within, mean_curve, r_a, t_reach, fmt_rounds, communication_cost,
                               confusion_matrix, per_class_accuracy, round_with_locals, client_losses, forgetting_curve,
-                              local_model_accuracy, local_accuracy_curve, fedreg_cells, compare_with_paper)
+                              local_model_accuracy, local_accuracy_curve)
 
 
 def curve(accs, rounds=None, **cols):
@@ -184,39 +184,3 @@ def test_local_model_accuracy():
     r = round_with_locals(ref, 3)
     accs = [local_model_accuracy(ref, [s]) for s in r['local_states']]
     assert local_model_accuracy(ref, r['local_states']) == pytest.approx(np.mean(accs))
-
-
-# ---------------------------------------------------------------- FedReg's Table 1 from the authors' curves
-SHARED = Path(os.environ.get('FEDREPRO_SHARED') or Path(__file__).resolve().parents[2] / 'shared')
-
-
-@pytest.fixture(scope='module')
-def author_data():
-    curves, paper = SHARED / 'reference' / 'fedreg_author_curves.csv', SHARED / 'papers' / 'fedreg_tables.csv'
-    if not (curves.exists() and paper.exists()):
-        pytest.skip(f'the shared folder with the FedReg author curves and tables is absent ({SHARED}; set FEDREPRO_SHARED)')
-    p = pd.read_csv(paper)
-    return pd.read_csv(curves), p[p['paper'] == 'fedreg']
-
-
-def test_fedreg_table1_from_author_curves(author_data):
-    curves, paper = author_data
-    ours = pd.concat([fedreg_cells(curves, s) for s in ('MNIST (two classes)', 'MNIST (one class)', 'EMNIST')])
-    check = compare_with_paper(ours, paper)
-    assert len(check) == 72                                       # 3 settings x 6 methods x (R0.5, R0.9, R1.0, ACC)
-    bad = check[~check['match']]
-    # the two known mismatches of shared/reference/README.md (a printed 221 for 212; 33 read off the valid split)
-    assert sorted(zip(bad.setting, bad.method, bad.metric, bad.ours, bad.paper)) == [
-        ('EMNIST', 'SCAFFOLD', 'R0.9', 212.0, 221.0), ('MNIST (one class)', 'SGD', 'R0.5', 35.0, 33.0)]
-    cell = lambda s, m, k: check[(check.setting == s) & (check.method == m) & (check.metric == k)].iloc[0]
-    assert cell('MNIST (two classes)', 'FedReg', 'R1.0').ours == 367          # a tie with SGD's best: needs >=
-    assert cell('EMNIST', 'FedReg', 'R0.5').ours == 6
-    assert np.isnan(cell('MNIST (one class)', 'FedAvg', 'R1.0').ours)         # printed '-'
-    assert round(cell('EMNIST', 'SGD', 'ACC').ours, 3) == 0.982
-
-
-def test_fedreg_all_tables_from_author_curves(author_data):
-    curves, paper = author_data
-    settings = sorted(set(curves['setting']) & set(paper['setting']))
-    check = compare_with_paper(pd.concat([fedreg_cells(curves, s) for s in settings]), paper)
-    assert (int(check['match'].sum()), len(check)) == (182, 184)

@@ -1,4 +1,4 @@
-"The models of `fedrepro.models`: sizes from the specs, Fixup's zero start, training, seeding, MOON's head."
+"The models of `fedrepro.models`: sizes from the papers, Fixup's zero start, training, seeding, MOON's head."
 import pytest
 import torch
 from torch import nn
