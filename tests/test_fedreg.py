@@ -259,14 +259,13 @@ def test_every_claim_is_judged_and_the_unrunnable_ones_say_why():
 
 
 def test_committed_mini_results_test_something():
-    "The committed mini runs: FedAvg learned (best ≥ twice chance) on every seed of every Table 1-3 mini setting, and SGD's R0.5 threshold is above chance."
+    "The committed mini runs of Tables 1-3: FedAvg learned (best accuracy ≥ twice chance) on every seed, and SGD's R0.5 threshold lies above chance."
     from pathlib import Path
     cells = read_seed_csvs(Path(__file__).resolve().parents[1] / 'nbs' / 'repro' / 'mini', 'fedreg_table')
-    assert len(cells), 'the mini per-seed cells are committed'
     acc = cells[cells['metric'] == 'ACC']
+    assert set(acc['setting']) == set(FEDREG.scaled_settings()), 'every mini setting was run and its per-seed cells committed'
     for st, g in acc.groupby('setting'):
         chance = FEDREG.chance(st, 'mini')
-        avg = g[g['method'] == 'FedAvg']
-        assert len(avg) >= 3, st
-        sgd = g[g['method'] == 'SGD']
-        assert (sgd['value'] * 0.5 > chance).all(), (st, sgd['value'].tolist())
+        avg, sgd = g[g['method'] == 'FedAvg'], g[g['method'] == 'SGD']
+        assert len(avg) >= 3 and (avg['value'] >= 2 * chance).all(), (st, avg['value'].tolist())
+        assert len(sgd) >= 3 and (0.5 * sgd['value'] > chance).all(), (st, sgd['value'].tolist())
