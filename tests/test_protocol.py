@@ -65,10 +65,10 @@ def test_bands_margins_equalities_and_sweeps():
     assert outcome(NotAbove('S', 'ACC', 'A', 'B', 0.02), cells({'A': [0.8, 0.7, 0.76], 'B': [0.74, 0.76, 0.75]}))['outcome'] == 'inconclusive'
     up = cells({'A': [10, 10, 10], 'B': [10, 10, 10], 'C': [20, 20, 20]}, 'up')
     assert outcome(Same('S', 'up', 'A', 'B'), up)['outcome'] == 'reproduced' and outcome(Same('S', 'up', 'A', 'C'), up)['outcome'] == 'not reproduced'
-    u = cells({'lo': [20, 22, inf], 'mid': [8, 9, 10], 'hi': [15, 18, 16]}, 'R')
-    assert outcome(Interior('S', 'R', ('lo', 'mid', 'hi')), u)['outcome'] == 'reproduced'
-    mono = cells({'lo': [5, 6, 5], 'mid': [8, 9, 10], 'hi': [15, 18, 16]}, 'R')
-    assert outcome(Interior('S', 'R', ('lo', 'mid', 'hi')), mono)['outcome'] == 'not reproduced'
+    u = cells({'lo': [20, 22, inf], 'mid': [8, 9, 10], 'hi': [15, 18, 16]}, 'R0.5')
+    assert outcome(Interior('S', 'R0.5', ('lo', 'mid', 'hi')), u)['outcome'] == 'reproduced'
+    mono = cells({'lo': [5, 6, 5], 'mid': [8, 9, 10], 'hi': [15, 18, 16]}, 'R0.5')
+    assert outcome(Interior('S', 'R0.5', ('lo', 'mid', 'hi')), mono)['outcome'] == 'not reproduced'
     assert outcome(Elsewhere('the privacy chapter'), up)['outcome'] == 'not testable here'
 
 
