@@ -260,6 +260,7 @@ def test_every_claim_is_judged_and_the_unrunnable_ones_say_why():
 
 MINI_NOT_YET_FIT = {   # mini settings whose redesign is not finished: a strict xfail, so a fixed one fails here until it is removed
     'EMNIST': 'at lr 0.1 FedAvg stayed below twice chance on seed 0 (0.192) in 20 rounds; at 0.05 FedReg did not learn',
+    'CIFAR-10 (one class)': 'with 40 clients a round FedAvg reached 0.198 on seed 1 and collapsed to one class on seed 2; SGD 0.179 on seed 2',
 }
 
 
