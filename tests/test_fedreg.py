@@ -262,17 +262,18 @@ def test_every_claim_is_judged_and_the_unrunnable_ones_say_why():
 MINI_NOT_YET_FIT = {   # mini settings whose redesign is not finished: a strict xfail, so a fixed one fails here until it is removed
     'EMNIST': 'at lr 0.1 FedAvg stayed below twice chance on seed 0 (0.192) in 20 rounds; at 0.05 FedReg did not learn',
     'CIFAR-10 (one class)': 'with 40 clients a round FedAvg reached 0.198 on seed 1 and collapsed to one class on seed 2; SGD 0.179 on seed 2',
+    'CIFAR-100 (ResNet-9)': 'the 10-class stand-in: SGD collapsed to one class on seeds 0 and 2 (and FedReg on two seeds)',
 }
 
 
 @pytest.mark.parametrize('setting', FEDREG.scaled_settings())
 def test_committed_mini_results_test_something(setting, request):
-    "The committed mini runs: FedAvg learned (best accuracy ≥ twice chance) on every seed, and SGD's R0.5 threshold lies above chance."
+    "The committed mini runs: FedAvg learned (best accuracy ≥ twice chance) on every seed, and SGD's R0.5 threshold lies above chance, neither run flagged."
     from pathlib import Path
     if setting in MINI_NOT_YET_FIT: request.applymarker(pytest.mark.xfail(strict=True, reason=MINI_NOT_YET_FIT[setting]))
     cells = read_seed_csvs(Path(__file__).resolve().parents[1] / 'nbs' / 'repro' / 'mini', 'fedreg_table')
     acc = cells[(cells['metric'] == 'ACC') & (cells['setting'] == setting)]
     chance = FEDREG.chance(setting, 'mini')
     avg, sgd = acc[acc['method'] == 'FedAvg'], acc[acc['method'] == 'SGD']
-    assert len(avg) >= 3 and (avg['value'] >= 2 * chance).all(), avg['value'].tolist()
-    assert len(sgd) >= 3 and (0.5 * sgd['value'] > chance).all(), sgd['value'].tolist()
+    assert len(avg) >= 3 and (avg['value'] >= 2 * chance).all() and (avg['health'] == 'ok').all(), avg[['value', 'health']].values.tolist()
+    assert len(sgd) >= 3 and (0.5 * sgd['value'] > chance).all() and (sgd['health'] == 'ok').all(), sgd[['value', 'health']].values.tolist()
