@@ -145,7 +145,7 @@ class FedReg(Algorithm):
         u = fm.grad
         return g - (g.dot(u) / (u.dot(u) + 1e-30)) * u
 
-# %% ../nbs/10_fedreg.ipynb #e1ea9ab2
+# %% ../nbs/10_fedreg.ipynb #1b83f7a4
 FEDREG_METHODS = {'SGD': 'fedsgd', 'FedAvg': 'fedavg', 'FedProx': 'fedprox', 'SCAFFOLD': 'scaffold', 'FedCurv': 'fedcurv', 'FedReg': 'fedreg'}
 
 def _setting(common: dict, lr, mu=None, lam=None, gamma=None, eta_s=None, methods=tuple(FEDREG_METHODS), **scaled) -> Setting:
@@ -210,7 +210,7 @@ FEDREG_SETTINGS = {
                                                   why="SGD: one step on all of a client's data; the authors' code steps on its first 128 samples only"),
 }
 
-# %% ../nbs/10_fedreg.ipynb #82ca64cc
+# %% ../nbs/10_fedreg.ipynb #c0f6ed67
 FEDREG_THRESHOLDS = (0.5, 0.9, 1.0)
 _inf = lambda v: math.inf if np.isnan(v) else float(v)
 
@@ -236,7 +236,7 @@ def fedreg_cells(runs: dict, chance: float, health: dict) -> list[dict]:
             out.append(dict(method='FedReg', metric=f"R1.0 / {other}'s", value=fr['value'] / o['value'] if h == 'ok' else math.nan, health=h))
     return out
 
-# %% ../nbs/10_fedreg.ipynb #4b6a4c40
+# %% ../nbs/10_fedreg.ipynb #80999eae
 _MN2, _MN1, _EM, _C10U, _C10O, _C100 = ('MNIST (two classes)', 'MNIST (one class)', 'EMNIST', 'CIFAR-10 (uniform)', 'CIFAR-10 (one class)',
                                        'CIFAR-100 (ResNet-9)')
 _FL = ('FedAvg', 'FedProx', 'SCAFFOLD', 'FedCurv')
@@ -309,7 +309,7 @@ FEDREG = PAPERS.register('fedreg', Paper(
                'fedreg_figureC2': 'Figure C.2: the η_s sweep'},
     claims=FEDREG_CLAIMS))
 
-# %% ../nbs/10_fedreg.ipynb #302b9f8f
+# %% ../nbs/10_fedreg.ipynb #f2080a04
 _SHOWN = ('dataset', 'partition', 'model', 'num_clients', 'clients_per_round', 'rounds', 'local_epochs', 'batch_size', 'lr')
 
 def fedreg_scale_view(settings, scale: str = 'mini', method: str = 'FedReg') -> pd.DataFrame:
