@@ -20,9 +20,9 @@ from .metrics import best_accuracy
 # %% auto #0
 __all__ = ['SCALES', 'SEEDS', 'DATA_DIR', 'PRINTED_COLUMNS', 'LEARNED_FACTOR', 'LOSS_EXPLOSION', 'SEED_COLUMNS', 'ALPHA',
            'OUTCOMES', 'Setting', 'Paper', 'paper_numbers', 'learned_level', 'run_health', 'loss_health', 'run_table',
-           'lr_sweep', 'mini_lr', 'seed_cells', 'write_seed_csv', 'read_seed_csvs', 'table_rows', 'unrun_rows',
-           'paper_view', 'plot_curves', 'Judged', 'Untestable', 'one_sided', 'Compare', 'Band', 'Never', 'NotAbove',
-           'Same', 'Interior', 'Elsewhere', 'Claim', 'combine', 'judge', 'paper_artefacts']
+           'lr_sweep', 'mini_lr', 'sweep_view', 'seed_cells', 'write_seed_csv', 'read_seed_csvs', 'table_rows',
+           'unrun_rows', 'paper_view', 'plot_curves', 'Judged', 'Untestable', 'one_sided', 'Compare', 'Band', 'Never',
+           'NotAbove', 'Same', 'Interior', 'Elsewhere', 'Claim', 'combine', 'judge', 'paper_artefacts']
 
 # %% ../nbs/09a_repro.ipynb #c74a5241
 SCALES = ('paper', 'mini', 'smoke')
@@ -160,11 +160,11 @@ def _cost(cfg: ExperimentConfig) -> float:
     return cfg.rounds * cfg.clients_per_round * cfg.local_epochs * (4 if cfg.algorithm == 'fedreg' else 1)
 
 def lr_sweep(paper: Paper, setting: str, lrs, seed: int, out, scale: str = 'mini', methods=None, workers: int | None = None) -> pd.DataFrame:
-    "Every method of `setting` at each learning rate of `lrs` (one value for all methods at a time), on `seed`: best accuracy and run health."
+    "Every method of `setting` at each learning rate of `lrs` (one value for all methods at a time), on `seed`: rounds, best accuracy and run health."
     methods = list(methods or paper.settings[setting].methods)
     cfgs = [paper.config(setting, m, scale, seed=seed, lr=lr) for lr in lrs for m in methods]
     chance = paper.chance(setting, scale)
-    return pd.DataFrame([dict(lr=c.lr, method=m, best=best_accuracy(r.metrics), health=run_health(r.metrics, chance))
+    return pd.DataFrame([dict(rounds=c.rounds, lr=c.lr, method=m, best=best_accuracy(r.metrics), health=run_health(r.metrics, chance))
                          for c, m, r in zip(cfgs, methods * len(lrs), run_many(cfgs, out, workers))])
 
 def mini_lr(sweep: pd.DataFrame) -> float:
@@ -172,6 +172,12 @@ def mini_lr(sweep: pd.DataFrame) -> float:
     healthy = sweep.assign(ok=sweep['health'] == 'ok').groupby('lr')['ok'].sum()
     check(healthy.max() > 0, 'sweep', sorted(set(sweep['lr'])), 'at least one learning rate at which some method learned without diverging')
     return float(max(healthy.index[healthy == healthy.max()]))
+
+def sweep_view(sweep: pd.DataFrame, index) -> pd.DataFrame:
+    "A sweep record as the book shows it: each method's best accuracy per row of `index`, a flagged run marked ⚠ with its kind, – where not run."
+    flag = sweep['health'].map(lambda h: '' if h == 'ok' else ' ⚠ ' + h.split(':')[0])
+    return sweep.assign(cell=sweep['best'].map('{:.3f}'.format) + flag).pivot(index=index, columns='method', values='cell'
+                                                                               ).sort_index(ascending=False)[list(dict.fromkeys(sweep['method']))].fillna('–')
 
 def seed_cells(paper: Paper, curves: pd.DataFrame, scale: str) -> pd.DataFrame:
     "The paper's metrics of every setting, method and seed (`SEED_COLUMNS`); a cell's `health` is its run's, or the metric's own precondition."

@@ -11,7 +11,7 @@ from fedrepro.core import ALGORITHMS, FlatModel
 from fedrepro.engine import Federation
 from fedrepro.models import build_model
 from fedrepro.runner import run
-from fedrepro.repro import SEED_COLUMNS, judge, read_seed_csvs, seed_cells, table_rows
+from fedrepro.repro import SEED_COLUMNS, judge, mini_lr, read_seed_csvs, seed_cells, table_rows
 from fedrepro.fedreg import (FEDREG, FEDREG_METHODS, FedReg, fedreg_cells, fgsm_ascent, project, projection_weights, pseudo_and_perturbed)
 
 fedreg_config = FEDREG.config
@@ -260,9 +260,7 @@ def test_every_claim_is_judged_and_the_unrunnable_ones_say_why():
 
 
 MINI_NOT_YET_FIT = {   # mini settings whose redesign is not finished: a strict xfail, so a fixed one fails here until it is removed
-    'EMNIST': 'at lr 0.1 FedAvg stayed below twice chance on seed 0 (0.192) in 20 rounds; at 0.05 FedReg did not learn',
     'CIFAR-10 (one class)': 'with 40 clients a round FedAvg reached 0.198 on seed 1 and collapsed to one class on seed 2; SGD 0.179 on seed 2',
-    'CIFAR-100 (ResNet-9)': 'the 10-class stand-in: SGD collapsed to one class on seeds 0 and 2 (and FedReg on two seeds)',
 }
 
 
@@ -277,3 +275,15 @@ def test_committed_mini_results_test_something(setting, request):
     avg, sgd = acc[acc['method'] == 'FedAvg'], acc[acc['method'] == 'SGD']
     assert len(avg) >= 3 and (avg['value'] >= 2 * chance).all() and (avg['health'] == 'ok').all(), avg[['value', 'health']].values.tolist()
     assert len(sgd) >= 3 and (0.5 * sgd['value'] > chance).all() and (sgd['health'] == 'ok').all(), sgd[['value', 'health']].values.tolist()
+
+
+@pytest.mark.parametrize('setting, record', [('EMNIST', 'fedreg_emnist_lr_sweep.csv'), ('CIFAR-100 (ResNet-9)', 'fedreg_cifar100_lr_sweep.csv')])
+def test_a_changed_mini_learning_rate_is_its_committed_sweeps_choice(setting, record):
+    "One rate for every method, the one `mini_lr` picks from the sweep of every method at the setting's mini rounds."
+    from pathlib import Path
+    sweep = pd.read_csv(Path(__file__).resolve().parents[1] / 'nbs' / 'repro' / 'mini' / record)
+    rounds = FEDREG.config(setting, 'FedAvg', 'mini').rounds
+    if 'rounds' in sweep: sweep = sweep[sweep['rounds'] == rounds]
+    methods = FEDREG.settings[setting].methods
+    assert len(sweep) and set(sweep['method']) == set(methods)
+    assert {FEDREG.config(setting, m, 'mini').lr for m in methods} == {mini_lr(sweep)}
