@@ -259,16 +259,10 @@ def test_every_claim_is_judged_and_the_unrunnable_ones_say_why():
     assert 'privacy chapter' in v.loc['17', 'preconditions'] and 'real data only' in v.loc['11', 'preconditions']
 
 
-MINI_NOT_YET_FIT = {   # mini settings whose redesign is not finished: a strict xfail, so a fixed one fails here until it is removed
-    'CIFAR-10 (one class)': 'with 40 clients a round FedAvg reached 0.198 on seed 1 and collapsed to one class on seed 2; SGD 0.179 on seed 2',
-}
-
-
 @pytest.mark.parametrize('setting', FEDREG.scaled_settings())
-def test_committed_mini_results_test_something(setting, request):
+def test_committed_mini_results_test_something(setting):
     "The committed mini runs: FedAvg learned (best accuracy ≥ twice chance) on every seed, and SGD's R0.5 threshold lies above chance, neither run flagged."
     from pathlib import Path
-    if setting in MINI_NOT_YET_FIT: request.applymarker(pytest.mark.xfail(strict=True, reason=MINI_NOT_YET_FIT[setting]))
     cells = read_seed_csvs(Path(__file__).resolve().parents[1] / 'nbs' / 'repro' / 'mini', 'fedreg_table')
     acc = cells[(cells['metric'] == 'ACC') & (cells['setting'] == setting)]
     chance = FEDREG.chance(setting, 'mini')
@@ -277,13 +271,15 @@ def test_committed_mini_results_test_something(setting, request):
     assert len(sgd) >= 3 and (0.5 * sgd['value'] > chance).all() and (sgd['health'] == 'ok').all(), sgd[['value', 'health']].values.tolist()
 
 
-@pytest.mark.parametrize('setting, record', [('EMNIST', 'fedreg_emnist_lr_sweep.csv'), ('CIFAR-100 (ResNet-9)', 'fedreg_cifar100_lr_sweep.csv')])
+@pytest.mark.parametrize('setting, record', [('EMNIST', 'fedreg_emnist_lr_sweep.csv'), ('CIFAR-10 (one class)', 'fedreg_cifar10_oneclass_sweep.csv'),
+                                             ('CIFAR-100 (ResNet-9)', 'fedreg_cifar100_lr_sweep.csv')])
 def test_a_changed_mini_learning_rate_is_its_committed_sweeps_choice(setting, record):
-    "One rate for every method, the one `mini_lr` picks from the sweep of every method at the setting's mini rounds."
+    "One rate for every method, the one `mini_lr` picks from the sweep of every method at the setting's mini rounds and clients per round."
     from pathlib import Path
     sweep = pd.read_csv(Path(__file__).resolve().parents[1] / 'nbs' / 'repro' / 'mini' / record)
-    rounds = FEDREG.config(setting, 'FedAvg', 'mini').rounds
-    if 'rounds' in sweep: sweep = sweep[sweep['rounds'] == rounds]
+    cfg = FEDREG.config(setting, 'FedAvg', 'mini')
+    for field in ('rounds', 'clients_per_round'):
+        if field in sweep: sweep = sweep[sweep[field] == getattr(cfg, field)]
     methods = FEDREG.settings[setting].methods
     assert len(sweep) and set(sweep['method']) == set(methods)
     assert {FEDREG.config(setting, m, 'mini').lr for m in methods} == {mini_lr(sweep)}
