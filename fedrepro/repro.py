@@ -20,9 +20,9 @@ from .metrics import best_accuracy
 # %% auto #0
 __all__ = ['SCALES', 'SEEDS', 'DATA_DIR', 'PRINTED_COLUMNS', 'LEARNED_FACTOR', 'LOSS_EXPLOSION', 'SEED_COLUMNS', 'ALPHA',
            'OUTCOMES', 'Setting', 'Paper', 'paper_numbers', 'learned_level', 'run_health', 'loss_health', 'run_table',
-           'lr_sweep', 'mini_lr', 'sweep_view', 'seed_cells', 'write_seed_csv', 'read_seed_csvs', 'table_rows',
-           'unrun_rows', 'paper_view', 'plot_curves', 'Judged', 'Untestable', 'one_sided', 'Compare', 'Band', 'Never',
-           'NotAbove', 'Same', 'Interior', 'Elsewhere', 'Claim', 'combine', 'judge', 'paper_artefacts']
+           'lr_sweep', 'mini_lr', 'sweep_rows', 'sweep_view', 'seed_cells', 'write_seed_csv', 'read_seed_csvs',
+           'table_rows', 'unrun_rows', 'paper_view', 'plot_curves', 'Judged', 'Untestable', 'one_sided', 'Compare',
+           'Band', 'Never', 'NotAbove', 'Same', 'Interior', 'Elsewhere', 'Claim', 'combine', 'judge', 'paper_artefacts']
 
 # %% ../nbs/09a_repro.ipynb #c74a5241
 SCALES = ('paper', 'mini', 'smoke')
@@ -172,6 +172,13 @@ def mini_lr(sweep: pd.DataFrame) -> float:
     healthy = sweep.assign(ok=sweep['health'] == 'ok').groupby('lr')['ok'].sum()
     check(healthy.max() > 0, 'sweep', sorted(set(sweep['lr'])), 'at least one learning rate at which some method learned without diverging')
     return float(max(healthy.index[healthy == healthy.max()]))
+
+def sweep_rows(sweep: pd.DataFrame, cfg: ExperimentConfig) -> pd.DataFrame:
+    "The rows of a sweep record run as `cfg` is (same rounds and clients per round, where the record has those columns)."
+    keep = np.ones(len(sweep), bool)
+    for k in ('rounds', 'clients_per_round'):
+        if k in sweep: keep &= (sweep[k] == getattr(cfg, k)).to_numpy()
+    return sweep[keep]
 
 def sweep_view(sweep: pd.DataFrame, index) -> pd.DataFrame:
     "A sweep record as the book shows it: each method's best accuracy per row of `index`, a flagged run marked ⚠ with its kind, – where not run."

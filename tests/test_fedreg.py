@@ -11,7 +11,7 @@ from fedrepro.core import ALGORITHMS, FlatModel
 from fedrepro.engine import Federation
 from fedrepro.models import build_model
 from fedrepro.runner import run
-from fedrepro.repro import SEED_COLUMNS, judge, mini_lr, read_seed_csvs, seed_cells, table_rows
+from fedrepro.repro import SEED_COLUMNS, judge, mini_lr, read_seed_csvs, sweep_rows, seed_cells, table_rows
 from fedrepro.fedreg import (FEDREG, FEDREG_METHODS, FedReg, fedreg_cells, fgsm_ascent, project, projection_weights, pseudo_and_perturbed)
 
 fedreg_config = FEDREG.config
@@ -277,9 +277,7 @@ def test_a_changed_mini_learning_rate_is_its_committed_sweeps_choice(setting, re
     "One rate for every method, the one `mini_lr` picks from the sweep of every method at the setting's mini rounds and clients per round."
     from pathlib import Path
     sweep = pd.read_csv(Path(__file__).resolve().parents[1] / 'nbs' / 'repro' / 'mini' / record)
-    cfg = FEDREG.config(setting, 'FedAvg', 'mini')
-    for field in ('rounds', 'clients_per_round'):
-        if field in sweep: sweep = sweep[sweep[field] == getattr(cfg, field)]
+    sweep = sweep_rows(sweep, FEDREG.config(setting, 'FedAvg', 'mini'))
     methods = FEDREG.settings[setting].methods
     assert len(sweep) and set(sweep['method']) == set(methods)
     assert {FEDREG.config(setting, m, 'mini').lr for m in methods} == {mini_lr(sweep)}
