@@ -15,9 +15,9 @@ from .repro import Paper, Setting, Claim, Compare, Band, Never, NotAbove, Same, 
 
 # %% auto #0
 __all__ = ['FEDREG_METHODS', 'EMNIST_MINI_LR', 'CIFAR100_MINI_LR', 'CIFAR10_ONE_CLASS_MINI_LR', 'FEDREG_SETTINGS',
-           'FEDREG_THRESHOLDS', 'ETA_FACTORS', 'SWEEP_LEVELS', 'sweep_method', 'FEDREG_CLAIMS', 'FEDREG',
-           'soft_cross_entropy', 'fgsm_ascent', 'pseudo_and_perturbed', 'projection_weights', 'project', 'FedReg',
-           'fedreg_cells', 'fedreg_scale_view', 'forgetting_pair']
+           'FEDREG_THRESHOLDS', 'ETA_FACTORS', 'SWEEP_FACTORS', 'SWEEP_LEVELS', 'sweep_method', 'FEDREG_CLAIMS',
+           'FEDREG', 'soft_cross_entropy', 'fgsm_ascent', 'pseudo_and_perturbed', 'projection_weights', 'project',
+           'FedReg', 'fedreg_cells', 'forgetting_pair']
 
 # %% ../nbs/10_fedreg.ipynb #038c5498
 def soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -249,6 +249,7 @@ _MN2, _MN1, _EM, _C10U, _C10O, _C100 = ('MNIST (two classes)', 'MNIST (one class
                                        'CIFAR-100 (ResNet-9)')
 _FL = ('FedAvg', 'FedProx', 'SCAFFOLD', 'FedCurv')
 ETA_FACTORS = (0.1, 0.3, 1, 3, 10)                 # Figure C.2's sweep: multiples of the setting's η_s
+SWEEP_FACTORS = {'paper': ETA_FACTORS, 'mini': (0.1, 1, 10), 'smoke': (0.1, 1, 10)}   # what each scale runs: a U needs an interior point and both ends
 SWEEP_LEVELS = (0.5, 0.7, 0.9)                    # ... and its accuracy levels, as fractions of a calibration run's best
 sweep_method = lambda f: f'FedReg η_s × {f:g}'
 
@@ -316,20 +317,6 @@ FEDREG = PAPERS.register('fedreg', Paper(
                'fedreg_figure1': 'Figures 1 and C.1: forgetting with FedAvg, non-IID and IID', 'fedreg_figure2': 'Figure 2: FedReg forgets less; the Fisher of pseudo data',
                'fedreg_figureC2': 'Figure C.2: the η_s sweep'},
     claims=FEDREG_CLAIMS))
-
-# %% ../nbs/10_fedreg.ipynb #f2080a04
-_SHOWN = ('dataset', 'partition', 'model', 'num_clients', 'clients_per_round', 'rounds', 'local_epochs', 'batch_size', 'lr')
-
-def fedreg_scale_view(settings, scale: str = 'mini', method: str = 'FedReg') -> pd.DataFrame:
-    "`method`'s configuration in each of `settings` at `paper` and at `scale`, one row per field, with the stand-in and why it differs."
-    cols = {}
-    for st in settings:
-        s = FEDREG.settings[st]
-        for sc in dict.fromkeys(['paper', scale]):
-            c = FEDREG.config(st, method, sc)
-            cols[(st, sc)] = ([str(getattr(c, k)) for k in _SHOWN] + [str(c.partition_params), str(c.model_params or ''), str(c.params)]
-                              + [s.stand_in if sc != 'paper' else '', s.why if sc != 'paper' else ''])
-    return pd.DataFrame(cols, index=list(_SHOWN) + ['partition_params', 'model_params', 'params', 'stand-in', 'why'])
 
 # %% ../nbs/10_fedreg.ipynb #bf26bef6
 def forgetting_pair(cfg: ExperimentConfig, rounds: int, window: int = 10, fisher: bool = True):

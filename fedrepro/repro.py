@@ -18,14 +18,16 @@ from .results import run_many, write_repro_csv, seed_stats, mean_std, rounds_sta
 from .metrics import best_accuracy
 
 # %% auto #0
-__all__ = ['SCALES', 'SEEDS', 'DATA_DIR', 'PRINTED_COLUMNS', 'LEARNED_FACTOR', 'LOSS_EXPLOSION', 'SEED_COLUMNS', 'ALPHA',
-           'OUTCOMES', 'Setting', 'Paper', 'paper_numbers', 'learned_level', 'run_health', 'loss_health', 'run_table',
-           'lr_sweep', 'mini_lr', 'sweep_rows', 'sweep_view', 'seed_cells', 'write_seed_csv', 'read_seed_csvs',
-           'table_rows', 'unrun_rows', 'paper_view', 'plot_curves', 'Judged', 'Untestable', 'one_sided', 'Compare',
-           'Band', 'Never', 'NotAbove', 'Same', 'Interior', 'Elsewhere', 'Claim', 'combine', 'judge', 'paper_artefacts']
+__all__ = ['SCALES', 'SHOWN_FIELDS', 'SEEDS', 'DATA_DIR', 'PRINTED_COLUMNS', 'LEARNED_FACTOR', 'LOSS_EXPLOSION', 'SEED_COLUMNS',
+           'ALPHA', 'OUTCOMES', 'Setting', 'Paper', 'paper_numbers', 'learned_level', 'run_health', 'loss_health',
+           'run_table', 'lr_sweep', 'mini_lr', 'sweep_rows', 'sweep_view', 'seed_cells', 'write_seed_csv',
+           'read_seed_csvs', 'table_rows', 'unrun_rows', 'paper_view', 'plot_curves', 'Judged', 'Untestable',
+           'one_sided', 'Compare', 'Band', 'Never', 'NotAbove', 'Same', 'Interior', 'Elsewhere', 'Claim', 'combine',
+           'judge', 'paper_artefacts']
 
 # %% ../nbs/09a_repro.ipynb #c74a5241
 SCALES = ('paper', 'mini', 'smoke')
+SHOWN_FIELDS = ('dataset', 'partition', 'model', 'num_clients', 'clients_per_round', 'rounds', 'local_epochs', 'batch_size', 'lr')
 SEEDS = {'paper': [0], 'mini': [0, 1, 2], 'smoke': [0]}
 
 @dataclass
@@ -93,6 +95,16 @@ class Paper:
         if not f.exists(): return None
         c = pd.read_csv(f)
         return c if settings is None else c[c['setting'].isin(list(settings))]
+
+    def scale_view(self, settings=None, scale: str = 'mini', method: str | None = None) -> pd.DataFrame:
+        "`method`'s config (default: the paper's own, named last in `methods` as in its tables) in each setting at `paper` and at `scale`, one row per field, with the stand-in and why it differs."
+        method, cols = method or list(self.methods)[-1], {}
+        for st in settings or self.scaled_settings():
+            for sc in dict.fromkeys(['paper', scale]):
+                c, s = self.config(st, method, sc), self.settings[st]
+                cols[(st, sc)] = [str(getattr(c, k)) for k in SHOWN_FIELDS] + [str(c.partition_params), str(c.model_params or ''), str(c.params),
+                                                                               s.stand_in if sc != 'paper' else '', s.why if sc != 'paper' else '']
+        return pd.DataFrame(cols, index=list(SHOWN_FIELDS) + ['partition_params', 'model_params', 'params', 'stand-in', 'why'])
 
     def chance(self, setting: str, scale: str) -> float:
         "Chance accuracy of the setting's data at `scale`: one over the number of classes."
