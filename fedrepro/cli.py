@@ -22,7 +22,10 @@ def _parse_bool(text: str) -> bool:
     check(text.lower() in ('true', 'false', '1', '0'), 'a boolean option', text, 'true or false')
     return text.lower() in ('true', '1')
 
+_LITERALS = {'True': True, 'False': False, 'None': None}     # Python's spellings, beside JSON's true, false and null
+
 def _parse_value(text: str):
+    if text in _LITERALS: return _LITERALS[text]
     try: return json.loads(text)
     except json.JSONDecodeError: return text
 

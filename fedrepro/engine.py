@@ -87,13 +87,17 @@ class ClientContext:
     momentum: float = 0.0
     weight_decay: float = 0.0
     momentum_buffer: torch.Tensor | None = None   # `sgd_step`'s
+    draws: str = 'passes'       # `batch_schedule`'s: shuffled passes, or independent draws per step
     @property
     def n(self) -> int: return len(self.indices)
     @property
     def model(self): return self.fm.model
 
-def batch_schedule(n: int, batch_size: int, epochs: int = 1, steps: int | None = None, generator=None):
-    "Positions `0..n-1` in shuffled mini-batches: `epochs` passes, or exactly `steps` batches when given."
+def batch_schedule(n: int, batch_size: int, epochs: int = 1, steps: int | None = None, generator=None, draws: str = 'passes'):
+    "Positions `0..n-1` in shuffled mini-batches: `epochs` passes, or exactly `steps` batches; `draws='independent'`: each of the `steps` batches a fresh draw without replacement."
+    if draws == 'independent':
+        for _ in range(steps): yield torch.randperm(n, generator=generator)[:batch_size]
+        return
     done = 0
     for _ in range(epochs if steps is None else 10**12):
         perm = torch.randperm(n, generator=generator)
@@ -123,7 +127,7 @@ def local_sgd(ctx: ClientContext, hooks: LocalHooks = LocalHooks()) -> int:
     fm, data, model = ctx.fm, ctx.data, ctx.fm.model
     model.train()
     steps = 0
-    for pos in batch_schedule(ctx.n, ctx.batch_size, ctx.epochs, ctx.steps, ctx.generator):
+    for pos in batch_schedule(ctx.n, ctx.batch_size, ctx.epochs, ctx.steps, ctx.generator, ctx.draws):
         idx = ctx.indices[pos.to(ctx.indices.device)]
         x, y = data.prepare(data.x_train.index_select(0, idx), True, ctx.generator), data.y_train.index_select(0, idx)
         fm.grad.zero_()
@@ -152,6 +156,9 @@ class Algorithm(LocalHooks):
         "The server's new model: the mean of the clients' models, weighted by samples or uniform (`cfg.weighting`)."
         self.x = weighted_mean([u['x'] for u in ups], [u['n'] for u in ups] if self.cfg.weighting == 'samples' else None)
     def payload(self, d: int) -> dict: return {'up': d, 'down': d}
+    def diagnostics(self) -> dict:
+        "Numbers of the round just aggregated that the run records beside its metrics (FedGC's projections); none by default."
+        return {}
     def state_dict(self) -> dict: return {'x': self.x}
     def load_state_dict(self, sd: dict): self.x = sd['x']
 
@@ -213,7 +220,7 @@ class Federation:
         return ctx
 
     def round(self, t: int) -> dict:
-        "Run round `t` (1-based); returns the clients, local-training seconds and parameters sent."
+        "Run round `t` (1-based); returns the clients, local-training seconds, parameters sent and the method's diagnostics."
         cfg, algo = self.cfg, self.algo
         clients = sample_clients(cfg.num_clients, cfg.clients_per_round, cfg.seed, t)
         down, ups = algo.broadcast(), []
@@ -226,7 +233,8 @@ class Federation:
         _sync(self.device); train_s = time.perf_counter() - t0
         algo.aggregate(ups)
         p = algo.payload(self.fm.numel)
-        return {'clients': clients, 'train_seconds': train_s, 'up_params': p['up'] * len(clients), 'down_params': p['down'] * len(clients)}
+        return {'clients': clients, 'train_seconds': train_s, 'up_params': p['up'] * len(clients), 'down_params': p['down'] * len(clients),
+                'diagnostics': algo.diagnostics()}
 
     def evaluate(self) -> dict:
         "Test accuracy and loss of the current global model, and the seconds it took."

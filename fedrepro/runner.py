@@ -77,7 +77,7 @@ def run(cfg: ExperimentConfig, out='runs', callbacks=(), progress: bool = False,
     for t in range(start, cfg.rounds + 1):
         r = fed.round(t)
         ev = fed.evaluate() if t % cfg.eval_every == 0 or t == cfg.rounds else {'test_acc': np.nan, 'test_loss': np.nan, 'eval_seconds': 0.0}
-        row = {'round': t, **ev, 'train_seconds': r['train_seconds'], 'up_params': r['up_params'], 'down_params': r['down_params']}
+        row = {'round': t, **ev, 'train_seconds': r['train_seconds'], 'up_params': r['up_params'], 'down_params': r['down_params'], **r['diagnostics']}
         rows.append(row)
         _write_metrics(run_dir, rows)
         if t % cfg.checkpoint_every == 0 or t == cfg.rounds: _save_checkpoint(run_dir, fed, rows, t)
