@@ -5,14 +5,16 @@
 # %% ../nbs/11_fedgc.ipynb #f58ba6a1
 from __future__ import annotations
 import time
-import numpy as np, torch
+import numpy as np, pandas as pd, torch
 import quadprog
-from .core import ALGORITHMS, FlatModel, check
+from .core import ALGORITHMS, PAPERS, FlatModel, check
 from .config import ExperimentConfig
 from .engine import Algorithm, ClientContext, local_sgd, weighted_mean, check_hparam
+from .repro import Paper, Setting
 
 # %% auto #0
-__all__ = ['SGC_MODES', 'GRANULARITIES', 'cgc_project', 'cgc_quadprog', 'sgc_project', 'param_blocks', 'FedGC']
+__all__ = ['SGC_MODES', 'GRANULARITIES', 'FEDGC_METHODS', 'FEDGC_SETTINGS', 'FEDGC', 'cgc_project', 'cgc_quadprog', 'sgc_project',
+           'param_blocks', 'FedGC']
 
 # %% ../nbs/11_fedgc.ipynb #ceb3fe94
 def _dot(a: torch.Tensor, b: torch.Tensor) -> float: return float(torch.dot(a.double(), b.double()))
@@ -130,3 +132,29 @@ class FedGC(Algorithm):
                       'cgc_seconds': sum(u['cgc_seconds'] for u in ups), 'sgc_seconds': sgc_s}
 
     def diagnostics(self) -> dict: return self._diag
+
+# %% ../nbs/11_fedgc.ipynb #095f6c03
+FEDGC_METHODS = {**{f'FedAvg (B={b})': 'fedavg' for b in (1, 10, 20, 50)}, 'FedAvg (E=1)': 'fedavg',
+                 'FedAvg': 'fedavg', 'FedProx': 'fedprox', 'FedCurv': 'fedcurv', 'SCAFFOLD': 'scaffold', 'FedReg': 'fedreg',
+                 'FedGC (w/o CGC)': 'fedgc', 'FedGC (w/o SGC)': 'fedgc', 'FedGC': 'fedgc'}
+
+def _fedgc_setting(common: dict, lr: float, steps: int, mu: float, lam: float, gamma: float, extra: dict = {}) -> Setting:
+    "One of the paper's settings: the baselines (one local epoch at `lr`, weighted by data size) and FedGC's three variants ($B$ = `steps` at 0.1, uniform)."
+    gc = lambda **p: {'lr': 0.1, 'local_steps': steps, 'weighting': 'uniform', 'params': p}
+    methods = {**extra, 'FedAvg': {'lr': lr}, 'FedProx': {'lr': lr, 'params': {'mu': mu}}, 'FedCurv': {'lr': lr, 'params': {'lam': lam}},
+               'SCAFFOLD': {'lr': lr}, 'FedReg': {'lr': lr, 'params': {'gamma': gamma, 'eta_s': 0.1}},
+               'FedGC (w/o CGC)': gc(cgc=False), 'FedGC (w/o SGC)': gc(sgc=False), 'FedGC': gc()}
+    return Setting({'clients_per_round': common['num_clients'], 'batch_size': 100, 'local_epochs': 1, 'weighting': 'samples', **common}, methods)
+
+_HW = dict(dataset='hwdigits', model='hwdigits_cnn', rounds=600)
+_CIFAR = dict(partition='one_class', model='resnet9')
+FEDGC_SETTINGS = {
+    'HWDigits-4': _fedgc_setting({**_HW, 'partition': 'domain', 'num_clients': 4}, 0.01, 50, 0.01, 1e-4, 0.4,
+                                 extra={**{f'FedAvg (B={b})': {'lr': 0.01, 'local_steps': b} for b in (1, 10, 20, 50)}, 'FedAvg (E=1)': {'lr': 0.01}}),
+    'CIFAR10-10': _fedgc_setting({**_CIFAR, 'dataset': 'cifar10', 'num_clients': 10, 'rounds': 500}, 0.05, 1, 0.01, 1e-5, 0.5),
+    'CIFAR100-100': _fedgc_setting({**_CIFAR, 'dataset': 'cifar100', 'num_clients': 100, 'rounds': 1000}, 0.05, 1, 0.01, 1e-3, 0.25),
+    'HWDigits-40': _fedgc_setting({**_HW, 'partition': 'domain_class', 'num_clients': 40}, 0.01, 50, 0.01, 1e-4, 0.4),
+}
+FEDGC = PAPERS.register('fedgc', Paper(
+    'fedgc', 'Anonymous, *FedGC: an accurate and efficient federated learning under gradient constraint for heterogeneous data*, '
+             'ICLR 2023 submission, OpenReview eZN8nUXAVO7', FEDGC_METHODS, FEDGC_SETTINGS))

@@ -27,14 +27,15 @@ __all__ = ['SCALES', 'SHOWN_FIELDS', 'SEEDS', 'DATA_DIR', 'PRINTED_COLUMNS', 'LE
 
 # %% ../nbs/09a_repro.ipynb #c74a5241
 SCALES = ('paper', 'mini', 'smoke')
-SHOWN_FIELDS = ('dataset', 'partition', 'model', 'num_clients', 'clients_per_round', 'rounds', 'local_epochs', 'batch_size', 'lr')
+SHOWN_FIELDS = ('dataset', 'partition', 'model', 'num_clients', 'clients_per_round', 'rounds', 'local_epochs', 'local_steps', 'batch_size', 'lr',
+                'weighting')
 SEEDS = {'paper': [0], 'mini': [0, 1, 2], 'smoke': [0]}
 
 @dataclass
 class Setting:
-    "One setting of a paper at `paper` scale (`common` fields, and per method its `lr` and `params`), and how `mini` derives from it."
+    "One setting of a paper at `paper` scale (`common` fields, and per method its `lr`, `params` and any field it sets itself), and how `mini` derives from it."
     common: dict
-    methods: dict                   # {method: {'lr': float, 'params': dict}}
+    methods: dict                   # {method: {'lr': float, 'params': dict, and any other config field the method sets}}
     mini: dict | None = None        # the fields mini changes; 'epochs_divisor' divides the local epochs
     stand_in: str = ''              # what the mini data stand for, e.g. 'scikit-learn digits, 50 clients'
     why: str = ''                   # why mini differs from the paper where it does beyond scale
@@ -58,7 +59,7 @@ class Paper:
         check(method in s.methods, 'method', method, f'one of {list(s.methods)} (the methods the paper ran in {setting!r})')
         check(scale in SCALES, 'scale', scale, "'paper', 'mini' or 'smoke'")
         m = s.methods[method]
-        fields = {**s.common, 'algorithm': self.methods[method], 'lr': m['lr'], 'params': m.get('params', {})}
+        fields = {**s.common, **m, 'algorithm': self.methods[method], 'params': m.get('params', {})}
         if scale != 'paper':
             check(s.mini is not None, 'setting', setting, f'a setting with a mini scale: one of {self.scaled_settings()} (the others need their real data)')
             small = dict(s.mini, **(self.smoke if scale == 'smoke' else {}))
