@@ -22,8 +22,8 @@ __all__ = ['SCALES', 'SHOWN_FIELDS', 'SEEDS', 'DATA_DIR', 'PRINTED_COLUMNS', 'LE
            'ALPHA', 'OUTCOMES', 'Setting', 'Paper', 'paper_numbers', 'learned_level', 'run_health', 'loss_health',
            'run_table', 'lr_sweep', 'mini_lr', 'sweep_rows', 'sweep_view', 'seed_cells', 'write_seed_csv',
            'read_seed_csvs', 'table_rows', 'unrun_rows', 'paper_view', 'plot_curves', 'Judged', 'Untestable',
-           'one_sided', 'Compare', 'Band', 'Never', 'NotAbove', 'Same', 'Interior', 'Elsewhere', 'Claim', 'combine',
-           'judge', 'paper_artefacts']
+           'one_sided', 'Compare', 'Band', 'Never', 'NotAbove', 'Same', 'Interior', 'Fails', 'Elsewhere', 'Claim',
+           'combine', 'judge', 'paper_artefacts']
 
 # %% ../nbs/09a_repro.ipynb #c74a5241
 SCALES = ('paper', 'mini', 'smoke')
@@ -228,8 +228,8 @@ def read_seed_csvs(folder, prefix: str) -> pd.DataFrame:
 
 # %% ../nbs/09a_repro.ipynb #8d38f65f
 def _is_rounds(metric: str) -> bool:
-    "A round count ('R0.5', 'rounds to 50%'): '-' when never reached, censored in comparisons."
-    return bool(re.match(r'R[\d.]+$|rounds', metric))
+    "A round count ('R0.5', 'rounds to 50%', 'communication to ...', rounds times a payload): '-' when never reached, censored in comparisons."
+    return bool(re.match(r'R[\d.]+$|rounds|communication', metric))
 
 def _flags(g: pd.DataFrame) -> str:
     "' ⚠ seeds 1, 2 diverged': the seeds whose cells are flagged, by kind (the reasons in full are in the per-seed cells)."
@@ -455,6 +455,24 @@ class Interior:
         outs = [j.outcome for j in ends]
         outcome = 'reproduced' if all(o == 'reproduced' for o in outs) else 'not reproduced' if 'not reproduced' in outs else 'inconclusive'
         return Judged(outcome, f'best interior: {best}; ' + ' | '.join(j.evidence for j in ends), '; '.join(j.excluded for j in ends if j.excluded))
+
+@dataclass(frozen=True)
+class Fails:
+    "`method` does not learn or diverges in `setting` on every seed: a claim that a method fails, whose evidence is the health the other comparisons exclude."
+    setting: str
+    method: str
+    metric: str = 'ACC'
+
+    def judge(self, cells: pd.DataFrame) -> Judged:
+        g = cells[(cells['setting'] == self.setting) & (cells['method'] == self.method) & (cells['metric'] == self.metric)]
+        if g.empty: raise Untestable(f'{self.setting} / {self.method} / {self.metric}: no per-seed results at this scale')
+        _need(len(g), [], f'{self.setting}, {self.method}')
+        failed = g['health'].str.startswith(('not learned', 'diverged')).to_numpy()
+        outcome = 'reproduced' if failed.all() else 'not reproduced' if not failed.any() else 'inconclusive'
+        kinds = [h.split(':')[0] for h in g['health']]
+        ev = (f"{self.setting} {self.method} {self.metric} [{', '.join(_fmt(x) for x in g['value'])}] ({'; '.join(f'seed {s}: {k}' for s, k in zip(g['seed'], kinds))}; "
+              f"failed on {int(failed.sum())} of {len(g)} seeds)")
+        return Judged(outcome, ev, '')
 
 @dataclass(frozen=True)
 class Elsewhere:
