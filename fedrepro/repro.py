@@ -445,16 +445,19 @@ class Interior:
 
     def judge(self, cells: pd.DataFrame) -> Judged:
         check(len(self.methods) >= 3, 'methods', self.methods, 'at least three swept values (a U needs an interior point)')
-        means = {}
+        means, run = {}, set(cells.loc[(cells['setting'] == self.setting) & (cells['metric'] == self.metric), 'method'])
         for m in self.methods[1:-1]:
+            if m not in run: continue                     # a value this scale's sweep leaves out
             v, r, _ = _series(cells, self.setting, m, self.metric)
             if len(v): means[m] = _censored(v, r).mean()
         if not means: raise Untestable(f'{self.setting}: no healthy interior run of the sweep')
         best = min(means, key=means.get)
-        ends = [Compare(self.setting, self.metric, best, end, 'lower').judge(cells) for end in (self.methods[0], self.methods[-1])]
-        outs = [j.outcome for j in ends]
-        outcome = 'reproduced' if all(o == 'reproduced' for o in outs) else 'not reproduced' if 'not reproduced' in outs else 'inconclusive'
-        return Judged(outcome, f'best interior: {best}; ' + ' | '.join(j.evidence for j in ends), '; '.join(j.excluded for j in ends if j.excluded))
+        ends = []
+        for end in (self.methods[0], self.methods[-1]):       # each end on its own: one end's missing run must not hide the other's verdict
+            try: ends.append(Compare(self.setting, self.metric, best, end, 'lower').judge(cells))
+            except Untestable as e: ends.append(Judged('not testable here', '', str(e)))
+        ev = f'best interior: {best}; ' + ' | '.join(f'[{j.outcome}] {j.evidence}' for j in ends if j.evidence)
+        return Judged(combine([j.outcome for j in ends]), ev, '; '.join(j.excluded for j in ends if j.excluded))
 
 @dataclass(frozen=True)
 class Fails:
