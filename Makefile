@@ -13,8 +13,9 @@ $(STAMP): settings.ini setup.py
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
-# the default reproduction jobs on embedded data, then the book. From scratch on 2 cores (2026-11-23): Table 1 at mini 19 min,
-# Figure 1 4.5 min, the quickstart 5.8 min run by run (its six runs now share the cores: about 3 min)
+# the default reproduction jobs on embedded data, then the book. From scratch on a fresh clone, 2 cores (2026-11-23): Table 1 at
+# mini 21.8 min, the quickstart 22 s (its runs are Table 1's, so it goes second), Figure 1 5.2 min, the book 26 s: 27.7 min,
+# plus 2.2 min to set up .venv
 REPRO ?= fedreg_table1 quickstart fedreg_figure1
 repro: $(STAMP)
 	for job in $(REPRO); do OMP_NUM_THREADS=1 $(BIN)/fedrepro reproduce $$job --scale $(SCALE) --out repro_out || exit 1; done
