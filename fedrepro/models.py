@@ -70,9 +70,9 @@ def fedavg_cnn(input_shape=(1, 28, 28), num_classes=10, padding=2):
 
 # %% ../nbs/03_models.ipynb #a812349b
 @MODELS.register('hwdigits_cnn')
-def hwdigits_cnn(input_shape=(3, 32, 32), num_classes=10, padding=2, hidden=(512, 100)):
-    "FedGC's HWDigits CNN: conv 5×5 32 and 64, each with max-pool 2, FC 512, FC 100, classifier."
-    return conv_pool_net(input_shape, num_classes, channels=(32, 64), hidden=hidden, padding=padding)
+def hwdigits_cnn(input_shape=(3, 32, 32), num_classes=10, padding=2, hidden=(512, 100), channels=(32, 64)):
+    "FedGC's HWDigits CNN: conv 5×5 32 and 64 (`channels`; narrower at small scales), each with max-pool 2, FC 512, FC 100, classifier."
+    return conv_pool_net(input_shape, num_classes, channels=channels, hidden=hidden, padding=padding)
 
 # %% ../nbs/03_models.ipynb #9854a61c
 @MODELS.register('lenet')

@@ -19,6 +19,7 @@ from fedrepro.models import build_model, with_projection, n_params, FeatureClass
     ('hwdigits_cnn', (3, 32, 32), 10, {}, 2_203_670),            # fedgc.md §5.1
     ('hwdigits_cnn', (3, 32, 32), 10, {'padding': 0}, 925_718),
     ('hwdigits_cnn', (3, 32, 32), 10, {'hidden': (512,)}, 2_156_490),
+    ('hwdigits_cnn', (3, 32, 32), 10, {'channels': (8, 16)}, 580_934),          # a quarter width, for small scales
 ])
 def test_parameter_counts(name, shape, classes, options, expected):
     assert n_params(build_model(name, shape, classes, **options)) == expected
