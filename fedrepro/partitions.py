@@ -335,14 +335,20 @@ def _domains(groups, n, scheme):
     check('domain' in groups, 'groups', sorted(groups), f"a dict with a per-sample 'domain' array: partition {scheme!r} splits by domain")
     return np.unique(np.asarray(groups['domain']), return_inverse=True)
 
-def partition_domain(labels, num_clients, rng, groups=None):
-    "One client per domain of `groups['domain']` (FedGC HWDigits-4)."
+def _keep(parts, fraction, rng):
+    "Each part reduced to a random `fraction` of it (at least one sample), so the parts keep their relative sizes."
+    check(isinstance(fraction, (int, float)) and 0 < fraction <= 1, 'fraction', fraction, 'a number in (0, 1]: the share of each client\'s samples kept')
+    if fraction == 1: return parts
+    return [np.sort(rng.choice(q, max(1, round(fraction * len(q))), replace=False)) for q in parts]
+
+def partition_domain(labels, num_clients, rng, groups=None, fraction=1.0):
+    "One client per domain of `groups['domain']` (FedGC HWDigits-4); `fraction` < 1 keeps that share of each client's samples."
     doms, inv = _domains(groups or {}, len(labels), 'domain')
     check(num_clients == len(doms), 'num_clients', num_clients, f'the {len(doms)} domains {doms.tolist()}: one client per domain')
-    return np.split(np.argsort(inv, kind='stable'), np.cumsum(np.bincount(inv))[:-1])
+    return _keep(np.split(np.argsort(inv, kind='stable'), np.cumsum(np.bincount(inv))[:-1]), fraction, rng)
 
-def partition_domain_class(labels, num_clients, rng, groups=None):
-    "One client per (domain, class) pair, domain-major (FedGC HWDigits-40)."
+def partition_domain_class(labels, num_clients, rng, groups=None, fraction=1.0):
+    "One client per (domain, class) pair, domain-major (FedGC HWDigits-40); `fraction` < 1 keeps that share of each client's samples."
     doms, dinv = _domains(groups or {}, len(labels), 'domain_class')
     classes, cinv = np.unique(labels, return_inverse=True)
     D, C = len(doms), len(classes)
@@ -352,7 +358,7 @@ def partition_domain_class(labels, num_clients, rng, groups=None):
     empty = np.flatnonzero(sizes == 0)
     check(len(empty) == 0, 'num_clients', num_clients,
           f"a (domain, class) split with data in every pair; ({doms.tolist()[empty[0] // C]!r}, {classes.tolist()[empty[0] % C]!r}) has none" if len(empty) else '')
-    return np.split(np.argsort(key, kind='stable'), np.cumsum(sizes)[:-1])
+    return _keep(np.split(np.argsort(key, kind='stable'), np.cumsum(sizes)[:-1]), fraction, rng)
 
 PARTITIONS.register('domain', partition_domain)
 PARTITIONS.register('domain_class', partition_domain_class)
