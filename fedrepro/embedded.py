@@ -14,7 +14,7 @@ from .transforms import resize, grey_to_rgb, to_float
 # %% auto #0
 __all__ = ['DIGITS_SPLIT_SEED', 'MNISTM_SEED', 'SVHN_SEED', 'CLASSES', 'DIGITS_MEAN', 'DIGITS_STD', 'DOMAINS', 'SVHN_FONTS',
            'DOMAIN_STATS', 'stratified_split', 'channel_stats', 'load_digits28', 'procedural_textures', 'mnistm_blend',
-           'render_digit_masks', 'colourise', 'domain_data', 'load_digit_domains']
+           'render_digit_masks', 'colourise', 'domain_data', 'load_digit_domains', 'load_digit_domain_classes']
 
 # %% ../nbs/02d_embedded.ipynb #1ba55b85
 DIGITS_SPLIT_SEED = 20260102      # the digits / usps-like train-test split
@@ -220,3 +220,15 @@ for _name, (_doms, _mean, _std) in DOMAIN_STATS.items():
             if len(_doms) > 1 else 'derived stand-in: ' + _SOURCES[_doms[0]])
     DATASETS.register(_name, DatasetSpec(_name, 10, (3, 32, 32), _domain_loader(_name, _doms), source=_src,
                                          mean=_mean, std=_std, embedded=True))
+
+def load_digit_domain_classes(data_root=None, download: bool = False) -> RawData:
+    "`digits-domains` with each (domain, digit) pair as its own class, `10 · domain + digit`: 40 classes (embedded, generated in-process)."
+    raw = load_digit_domains(data_root, download)
+    relabel = lambda y, g: y + 10 * torch.from_numpy(g['domain'])
+    return RawData(raw.x_train, relabel(raw.y_train, raw.groups_train), raw.x_test, relabel(raw.y_test, raw.groups_test),
+                   raw.groups_train, raw.groups_test, classes=[f'{d} {c}' for d in DOMAINS for c in CLASSES])
+
+DATASETS.register('digits-domains-40', DatasetSpec(
+    'digits-domains-40', 40, (3, 32, 32), load_digit_domain_classes, mean=DOMAIN_STATS['digits-domains'][1], std=DOMAIN_STATS['digits-domains'][2],
+    source="derived many-class stand-in: digits-domains' 40 (domain, digit) pairs as classes, for label-skew settings with many classes "
+           "and one client per class (CIFAR-100's role)", embedded=True))
