@@ -10,8 +10,7 @@ import quadprog
 from .core import ALGORITHMS, PAPERS, FlatModel, check
 from .config import ExperimentConfig
 from .engine import Algorithm, ClientContext, local_sgd, weighted_mean, check_hparam
-from .metrics import best_accuracy
-from .results import first_round
+from .metrics import best_accuracy, t_reach
 from .repro import Paper, Setting, Claim, Compare, Band, Fails, Elsewhere
 
 # %% auto #0
@@ -169,6 +168,7 @@ def fedgc_cells(runs: dict, chance: float, health: dict) -> list[dict]:
     "ACC (FedGC: and its gain over FedAvg and FedReg), rounds and communication to FedAvg's best, rounds to FedReg's best, seconds per round and their ratio to FedAvg's, how often the loss falls, FedGC's projection share; one setting and seed."
     best = {m: best_accuracy(c) for m, c in runs.items()}
     upload = {m: float(c.loc[c['round'] > 0, 'up_params'].mean()) for m, c in runs.items()}
+    avg_secs = _round_seconds(runs['FedAvg']).mean() if 'FedAvg' in runs else math.nan
     out = []
     for m, c in runs.items():
         secs = _round_seconds(c)
@@ -179,12 +179,12 @@ def fedgc_cells(runs: dict, chance: float, health: dict) -> list[dict]:
             if ref not in runs: continue
             h = 'ok' if health.get(ref, 'ok') == 'ok' else f'reference {ref} {health[ref]}'
             if m == 'FedGC': out.append(dict(method=m, metric=f"ACC − {ref}'s", value=best[m] - best[ref], health=h))
-            r = first_round(c[c['test_acc'].notna()], best[ref])
+            r = t_reach(c, best[ref])
             r = math.inf if np.isnan(r) else r
             out.append(dict(method=m, metric=f"rounds to {ref}'s best", value=r, health=h))
             if ref == 'FedAvg':
                 out += [dict(method=m, metric="communication to FedAvg's best", value=r * upload[m] / upload['FedAvg'], health=h),
-                        dict(method=m, metric="time / FedAvg's", value=float(secs.mean() / _round_seconds(runs['FedAvg']).mean()))]
+                        dict(method=m, metric="time / FedAvg's", value=float(secs.mean() / avg_secs))]
         if 'cgc_seconds' in c and c['cgc_seconds'].notna().any():
             proj = c.loc[c['round'] > 0, ['cgc_seconds', 'sgc_seconds']].fillna(0).to_numpy().sum()
             out.append(dict(method=m, metric='projection share of time', value=float(proj / secs.sum())))
