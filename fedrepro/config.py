@@ -17,7 +17,7 @@ def model_options(name: str) -> set:
     return set(inspect.signature(MODELS[name]).parameters) - {'input_shape', 'num_classes'} | {'projection_dim'}
 
 _NOT_HASHED = ('data_root', 'download', 'checkpoint_every')
-_HASHED_WHEN_SET = {'momentum': 0.0, 'weight_decay': 0.0}   # added later: at their defaults they stay out, so older runs keep their hash
+_HASHED_WHEN_SET = {'momentum': 0.0, 'weight_decay': 0.0, 'test_size': 0}   # added later: at their defaults they stay out, so older runs keep their hash
 _DEVICE = re.compile(r'^(auto|cpu|cuda(:\d+)?|mps)$')
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class ExperimentConfig:
     partition_params: dict = field(default_factory=dict)  # the scheme's parameters: classes_per_client, alpha, shards_per_client, ...
     aux_per_class: int = 0           # a server-side auxiliary set of this many samples per class (FedSSD: 64) ...
     aux_from: str = 'train'          # ... taken out of the clients' data ('train') or out of the test set ('test')
+    test_size: int = 0               # evaluate on a fixed random `test_size` of the test set, the same for every seed (0: all of it)
     seed: int = 0
     eval_every: int = 1
     eval_batch_size: int = 4096
@@ -72,6 +73,7 @@ class ExperimentConfig:
         check(isinstance(self.model_params, dict), 'model_params', self.model_params, 'a dict')
         for k, v in self.model_params.items(): check(k in options, f'model_params[{k!r}]', v, f'an option of model {self.model!r}: one of {sorted(options)}')
         check(isinstance(self.aux_per_class, int) and self.aux_per_class >= 0, 'aux_per_class', self.aux_per_class, 'an integer >= 0')
+        check(isinstance(self.test_size, int) and not isinstance(self.test_size, bool) and self.test_size >= 0, 'test_size', self.test_size, 'an integer >= 0 (0: the whole test set)')
         check(self.aux_from in ('train', 'test'), 'aux_from', self.aux_from, "'train' or 'test'")
         check(isinstance(self.download, bool), 'download', self.download, 'True or False')
 

@@ -126,8 +126,8 @@ def take_per_class(labels: np.ndarray, per_class: int, rng, what: str) -> np.nda
     return np.sort(np.concatenate(picks))
 
 def load_federated(dataset: str, partition: str, num_clients: int, seed: int, data_root='data', device='cpu', download: bool = False,
-                   aux_per_class: int = 0, aux_from: str = 'train', **params) -> FedData:
-    "Load `dataset`, set aside an auxiliary set, split the train pool with `partition` into `num_clients` (seeded), on `device`."
+                   aux_per_class: int = 0, aux_from: str = 'train', test_size: int = 0, **params) -> FedData:
+    "Load `dataset`, set aside an auxiliary set, split the train pool with `partition` into `num_clients` (seeded), on `device`; `test_size` > 0 keeps a fixed random subset of the test set, the same for every seed."
     from fedrepro.partitions import split, scheme_params
     spec, raw = DATASETS[dataset], load_dataset(dataset, data_root, download)
     check(aux_from in ('train', 'test'), 'aux_from', aux_from, "'train' (out of the clients' data) or 'test' (out of the test set)")
@@ -151,6 +151,11 @@ def load_federated(dataset: str, partition: str, num_clients: int, seed: int, da
         x_test, y_test = raw.x_train[test_idx], raw.y_train[test_idx]
         bounds = np.cumsum([0] + [len(r) for r in rows])
         client_test = [torch.arange(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
+    if test_size:
+        check(client_test is None and test_size <= len(y_test), 'test_size', test_size,
+              f'at most the {len(y_test)} test samples, with a partition that keeps no per-client test parts')
+        keep = torch.as_tensor(np.sort(numpy_rng(0, 'test').choice(len(y_test), test_size, replace=False)))
+        x_test, y_test = x_test[keep], y_test[keep]
     data = FedData(dataset, raw.x_train, raw.y_train, x_test, y_test, clients, spec.num_classes, spec.mean, spec.std, spec.augment,
                    dict(raw.groups_train), client_test, x_aux, y_aux)
     return data.to(get_device(device) if isinstance(device, str) else device)

@@ -205,7 +205,7 @@ class Federation:
     def __init__(self, cfg: ExperimentConfig, data: FedData | None = None, store: ClientStore | None = None):
         self.cfg, self.device = cfg, get_device(cfg.device)
         self.data = (data if data is not None else load_federated(cfg.dataset, cfg.partition, cfg.num_clients, cfg.seed, cfg.data_root, self.device, cfg.download,
-                                            cfg.aux_per_class, cfg.aux_from, **cfg.partition_params)).to(self.device)
+                                            cfg.aux_per_class, cfg.aux_from, cfg.test_size, **cfg.partition_params)).to(self.device)
         check(self.data.num_clients == cfg.num_clients, 'num_clients', cfg.num_clients, f'the {self.data.num_clients} clients of the data given')
         model = build_model(cfg.model, self.data.input_shape, self.data.num_classes, seed=derive_seed(cfg.seed, 'init'), device=self.device,
                             **cfg.model_params)

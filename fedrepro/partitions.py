@@ -174,6 +174,12 @@ def _check_fractions(name, f):
           and abs(sum(f) - 1) < 1e-6 and f[0] > 0)
     check(ok, name, f, '(train, valid, test) fractions: three numbers >= 0 summing to 1, train > 0')
 
+def _keep(parts, fraction, rng):
+    "Each part reduced to a random `fraction` of it (at least one sample), so the parts keep their relative sizes."
+    check(isinstance(fraction, (int, float)) and 0 < fraction <= 1, 'fraction', fraction, 'a number in (0, 1]: the share of each client\'s samples kept')
+    if fraction == 1: return parts
+    return [np.sort(rng.choice(q, max(1, round(fraction * len(q))), replace=False)) for q in parts]
+
 # %% ../nbs/02e_partitions.ipynb #51b129ff
 def partition_iid(labels, num_clients, rng, groups=None, sizes=None):
     "Uniformly random clients of equal size (±1), or of the given `sizes` (the remaining samples are dropped)."
@@ -301,12 +307,12 @@ def partition_dirichlet(labels, num_clients, rng, groups=None, alpha=0.5, min_si
 PARTITIONS.register('dirichlet', partition_dirichlet)
 
 # %% ../nbs/02e_partitions.ipynb #366ebf11
-def partition_one_class(labels, num_clients, rng, groups=None):
-    "Client `c` holds every sample of the `c`-th class; `num_clients` must equal the number of classes."
+def partition_one_class(labels, num_clients, rng, groups=None, fraction=1.0):
+    "Client `c` holds every sample of the `c`-th class (`fraction` < 1: a random share of them); `num_clients` must equal the number of classes."
     classes, inv = np.unique(labels, return_inverse=True)
     check(num_clients == len(classes), 'num_clients', num_clients, f'exactly the {len(classes)} classes in the data: one client per class')
     order = np.argsort(inv, kind='stable')
-    return np.split(order, np.cumsum(np.bincount(inv))[:-1])
+    return _keep(np.split(order, np.cumsum(np.bincount(inv))[:-1]), fraction, rng)
 
 PARTITIONS.register('one_class', partition_one_class)
 
@@ -334,12 +340,6 @@ PARTITIONS.register('shards', partition_shards)
 def _domains(groups, n, scheme):
     check('domain' in groups, 'groups', sorted(groups), f"a dict with a per-sample 'domain' array: partition {scheme!r} splits by domain")
     return np.unique(np.asarray(groups['domain']), return_inverse=True)
-
-def _keep(parts, fraction, rng):
-    "Each part reduced to a random `fraction` of it (at least one sample), so the parts keep their relative sizes."
-    check(isinstance(fraction, (int, float)) and 0 < fraction <= 1, 'fraction', fraction, 'a number in (0, 1]: the share of each client\'s samples kept')
-    if fraction == 1: return parts
-    return [np.sort(rng.choice(q, max(1, round(fraction * len(q))), replace=False)) for q in parts]
 
 def partition_domain(labels, num_clients, rng, groups=None, fraction=1.0):
     "One client per domain of `groups['domain']` (FedGC HWDigits-4); `fraction` < 1 keeps that share of each client's samples."

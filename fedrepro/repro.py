@@ -28,7 +28,7 @@ __all__ = ['SCALES', 'SHOWN_FIELDS', 'SEEDS', 'DATA_DIR', 'PRINTED_COLUMNS', 'LE
 # %% ../nbs/09a_repro.ipynb #c74a5241
 SCALES = ('paper', 'mini', 'smoke')
 SHOWN_FIELDS = ('dataset', 'partition', 'model', 'num_clients', 'clients_per_round', 'rounds', 'local_epochs', 'local_steps', 'batch_size', 'lr',
-                'weighting')
+                'weighting', 'test_size')
 SEEDS = {'paper': [0], 'mini': [0, 1, 2], 'smoke': [0]}
 
 @dataclass
@@ -36,7 +36,7 @@ class Setting:
     "One setting of a paper at `paper` scale (`common` fields, and per method its `lr`, `params` and any field it sets itself), and how `mini` derives from it."
     common: dict
     methods: dict                   # {method: {'lr': float, 'params': dict, and any other config field the method sets}}
-    mini: dict | None = None        # the fields mini changes; 'epochs_divisor' divides the local epochs
+    mini: dict | None = None        # the fields mini changes; 'epochs_divisor' divides the local epochs; 'methods': {method: fields} one method's own
     stand_in: str = ''              # what the mini data stand for, e.g. 'scikit-learn digits, 50 clients'
     why: str = ''                   # why mini differs from the paper where it does beyond scale
 
@@ -63,6 +63,7 @@ class Paper:
         if scale != 'paper':
             check(s.mini is not None, 'setting', setting, f'a setting with a mini scale: one of {self.scaled_settings()} (the others need their real data)')
             small = dict(s.mini, **(self.smoke if scale == 'smoke' else {}))
+            small.update(small.pop('methods', {}).get(method, {}))
             div = small.pop('epochs_divisor', 1)
             small['local_epochs'] = max(1, round(fields.get('local_epochs', 1) / div))
             for k in ('partition_params', 'model_params', 'params'):
@@ -222,9 +223,10 @@ def write_seed_csv(cells: pd.DataFrame, out_dir, name: str) -> Path:
     return path
 
 def read_seed_csvs(folder, prefix: str) -> pd.DataFrame:
-    "Every `<prefix>*_seeds.csv` of `folder` as one table (empty, with the columns, when there is none)."
+    "Every `<prefix>*_seeds.csv` of `folder` as one table, a cell that two artefacts share (one run, two tables) once (empty, with the columns, when there is none)."
     files = sorted(Path(folder).glob(f'{prefix}*_seeds.csv'))
-    return pd.concat([pd.read_csv(f) for f in files], ignore_index=True) if files else pd.DataFrame(columns=SEED_COLUMNS)
+    if not files: return pd.DataFrame(columns=SEED_COLUMNS)
+    return pd.concat([pd.read_csv(f) for f in files], ignore_index=True).drop_duplicates(['setting', 'method', 'seed', 'metric'], ignore_index=True)
 
 # %% ../nbs/09a_repro.ipynb #8d38f65f
 def _is_rounds(metric: str) -> bool:
