@@ -14,7 +14,7 @@ from scipy import stats
 import fedrepro
 from .core import PAPERS, DATASETS, check
 from .config import ExperimentConfig
-from .results import run_many, write_repro_csv, seed_stats, mean_std, rounds_stats
+from .results import run_many, write_repro_csv, seed_stats, mean_std, rounds_stats, REPRO_COLUMNS
 from .metrics import best_accuracy
 
 # %% auto #0
@@ -36,7 +36,8 @@ class Setting:
     "One setting of a paper at `paper` scale (`common` fields, and per method its `lr`, `params` and any field it sets itself), and how `mini` derives from it."
     common: dict
     methods: dict                   # {method: {'lr': float, 'params': dict, and any other config field the method sets}}
-    mini: dict | None = None        # the fields mini changes; 'epochs_divisor' divides the local epochs; 'methods': {method: fields} one method's own
+    mini: dict | None = None        # the fields mini changes; 'epochs_divisor' divides the local epochs; 'methods': {method: fields} one method's own;
+                                    # 'skip': methods not run below paper scale (say why in `why`)
     stand_in: str = ''              # what the mini data stand for, e.g. 'scikit-learn digits, 50 clients'
     why: str = ''                   # why mini differs from the paper where it does beyond scale
 
@@ -58,11 +59,13 @@ class Paper:
         s = self.settings[setting]
         check(method in s.methods, 'method', method, f'one of {list(s.methods)} (the methods the paper ran in {setting!r})')
         check(scale in SCALES, 'scale', scale, "'paper', 'mini' or 'smoke'")
+        check(method in self.run_methods(setting, scale), 'method', method, f'one of {self.run_methods(setting, scale)}: the methods run at {scale} in {setting!r}')
         m = s.methods[method]
         fields = {**s.common, **m, 'algorithm': self.methods[method], 'params': m.get('params', {})}
         if scale != 'paper':
             check(s.mini is not None, 'setting', setting, f'a setting with a mini scale: one of {self.scaled_settings()} (the others need their real data)')
             small = dict(s.mini, **(self.smoke if scale == 'smoke' else {}))
+            small.pop('skip', None)
             small.update(small.pop('methods', {}).get(method, {}))
             div = small.pop('epochs_divisor', 1)
             small['local_epochs'] = max(1, round(fields.get('local_epochs', 1) / div))
@@ -72,6 +75,11 @@ class Paper:
         return ExperimentConfig(**{**fields, **overrides})
 
     def scaled_settings(self) -> list: return [k for k, s in self.settings.items() if s.mini is not None]
+
+    def run_methods(self, setting: str, scale: str) -> list:
+        "The methods of `setting` run at `scale`: all of them at paper scale; below it, those the mini scale does not skip."
+        s = self.settings[setting]
+        return [m for m in s.methods if scale == 'paper' or s.mini is None or m not in s.mini.get('skip', ())]
 
     def label(self, setting: str, scale: str) -> str:
         "The setting's name, and at a small scale what stands in for its data: 'EMNIST (mini: scikit-learn digits, 50 clients)'."
@@ -164,7 +172,7 @@ def run_table(paper: Paper, settings, scale: str, seeds, out, device: str = 'aut
               workers: int | None = None, **overrides) -> pd.DataFrame:
     "Run every method of each setting over `seeds` at `scale` (each config once: runs resume and are reused); their curves as one table."
     jobs = [(st, m, paper.config(st, m, scale, seed=int(sd), device=device, data_root=data_root, **overrides))
-            for st in settings for m in paper.settings[st].methods if methods is None or m in methods for sd in seeds]
+            for st in settings for m in paper.run_methods(st, scale) if methods is None or m in methods for sd in seeds]
     slow_first = sorted(range(len(jobs)), key=lambda i: -_cost(jobs[i][2]))
     done = dict(zip(slow_first, run_many([jobs[i][2] for i in slow_first], out, workers)))
     return pd.concat([done[i].metrics.assign(setting=st, method=m, seed=done[i].cfg.seed) for i, (st, m, _) in enumerate(jobs)], ignore_index=True)
@@ -175,7 +183,7 @@ def _cost(cfg: ExperimentConfig) -> float:
 
 def lr_sweep(paper: Paper, setting: str, lrs, seed: int, out, scale: str = 'mini', methods=None, workers: int | None = None) -> pd.DataFrame:
     "Every method of `setting` at each learning rate of `lrs` (one value for all methods at a time), on `seed`: rounds, best accuracy and run health."
-    methods = list(methods or paper.settings[setting].methods)
+    methods = list(methods or paper.run_methods(setting, scale))
     cfgs = [paper.config(setting, m, scale, seed=seed, lr=lr) for lr in lrs for m in methods]
     chance = paper.chance(setting, scale)
     return pd.DataFrame([dict(rounds=c.rounds, lr=c.lr, method=m, best=best_accuracy(r.metrics), health=run_health(r.metrics, chance))
@@ -251,12 +259,18 @@ def table_rows(paper: Paper, cells: pd.DataFrame, scale: str, table: str | None 
                          scale=scale, seeds=','.join(map(str, sorted(g['seed']))), shown=shown + _flags(g)))
     return pd.DataFrame(rows)
 
-def unrun_rows(paper: Paper, table: str, settings, scale: str, why: str) -> pd.DataFrame:
-    "Rows for a table's settings not run at `scale`: the paper's numbers, `ours` empty, `why` as the text shown."
+def _not_run(paper: Paper, setting: str, method: str, scale: str) -> str | None:
+    "Why `scale` does not run `method` in `setting`, or None when it does."
+    if scale == 'paper' or (setting in paper.scaled_settings() and method in paper.run_methods(setting, scale)): return None
+    return f'paper scale only: {setting} has no {scale} scale' if setting not in paper.scaled_settings() else f'not run at {scale}: the scale table says why'
+
+def unrun_rows(paper: Paper, table: str, settings, scale: str, why: str | None = None, methods=None) -> pd.DataFrame:
+    "Rows for a table's printed cells in `settings` (of `methods`, default all) not run at `scale`: the paper's numbers, `ours` empty, and `why` (default: each cell's own reason, and only the cells `scale` skips) as the text shown."
     p = paper.printed
-    p = p[(p['table'] == table) & p['setting'].isin(list(settings))]
-    return pd.DataFrame([dict(setting=r.setting, method=r.method, metric=r.metric, paper='-' if pd.isna(r.value) else r.value, ours=None,
-                              scale=scale, seeds='', shown=why) for r in p.itertuples()])
+    p = p[(p['table'] == table) & p['setting'].isin(list(settings)) & (p['method'].isin(list(methods)) if methods is not None else True)]
+    rows = [dict(setting=r.setting, method=r.method, metric=r.metric, paper='-' if pd.isna(r.value) else r.value, ours=None, scale=scale, seeds='',
+                 shown=why or _not_run(paper, r.setting, r.method, scale)) for r in p.itertuples()]
+    return pd.DataFrame([r for r in rows if r['shown']], columns=REPRO_COLUMNS + ['shown'])
 
 def paper_view(paper: Paper, rows: pd.DataFrame, scale: str) -> pd.DataFrame:
     "The paper's layout: a row per method, a column per (setting, metric), each cell 'ours (paper)'; at small scales the stand-in is in the header."
