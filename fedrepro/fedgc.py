@@ -14,8 +14,9 @@ from .metrics import best_accuracy, t_reach
 from .repro import Paper, Setting, Claim, Compare, Band, Fails, Elsewhere
 
 # %% auto #0
-__all__ = ['SGC_MODES', 'GRANULARITIES', 'FEDGC_METHODS', 'FEDGC_SETTINGS', 'FEDGC_CLAIMS', 'FEDGC', 'cgc_project',
-           'cgc_quadprog', 'sgc_project', 'param_blocks', 'FedGC', 'fedgc_cells']
+__all__ = ['SGC_MODES', 'GRANULARITIES', 'FEDGC_METHODS', 'MINI_MODEL', 'MINI_STEP_FACTOR', 'MINI_LR', 'TABLE3_STEPS',
+           'FEDGC_SETTINGS', 'FEDGC_CLAIMS', 'FEDGC', 'cgc_project', 'cgc_quadprog', 'sgc_project', 'param_blocks',
+           'FedGC', 'fedgc_cells', 'plot_reaching']
 
 # %% ../nbs/11_fedgc.ipynb #ceb3fe94
 def _dot(a: torch.Tensor, b: torch.Tensor) -> float: return float(torch.dot(a.double(), b.double()))
@@ -139,19 +140,40 @@ FEDGC_METHODS = {**{f'FedAvg (B={b})': 'fedavg' for b in (1, 10, 20, 50)}, 'FedA
                  'FedAvg': 'fedavg', 'FedProx': 'fedprox', 'FedCurv': 'fedcurv', 'SCAFFOLD': 'scaffold', 'FedReg': 'fedreg',
                  'FedGC (w/o CGC)': 'fedgc', 'FedGC (w/o SGC)': 'fedgc', 'FedGC': 'fedgc'}
 
-def _fedgc_setting(common: dict, lr: float, steps: int, mu: float, lam: float, gamma: float, extra: dict = {}) -> Setting:
-    "One of the paper's settings: the baselines (one local epoch at `lr`, weighted by data size) and FedGC's three variants ($B$ = `steps` at 0.1, uniform)."
+def _fedgc_setting(common: dict, lr: float, steps: int, mu: float, lam: float, gamma: float, extra: dict = {}, **scaled) -> Setting:
+    "One of the paper's settings: the baselines (one local epoch at `lr`, weighted by data size) and FedGC's three variants ($B$ = `steps` at 0.1, uniform); `scaled`: mini, stand_in, why."
     gc = lambda **p: {'lr': 0.1, 'local_steps': steps, 'weighting': 'uniform', 'params': p}
     methods = {**extra, 'FedAvg': {'lr': lr}, 'FedProx': {'lr': lr, 'params': {'mu': mu}}, 'FedCurv': {'lr': lr, 'params': {'lam': lam}},
                'SCAFFOLD': {'lr': lr}, 'FedReg': {'lr': lr, 'params': {'gamma': gamma, 'eta_s': 0.1}},
                'FedGC (w/o CGC)': gc(cgc=False), 'FedGC (w/o SGC)': gc(sgc=False), 'FedGC': gc()}
-    return Setting({'clients_per_round': common['num_clients'], 'batch_size': 100, 'local_epochs': 1, 'weighting': 'samples', **common}, methods)
+    return Setting({'clients_per_round': common['num_clients'], 'batch_size': 100, 'local_epochs': 1, 'weighting': 'samples', **common}, methods, **scaled)
+
+MINI_MODEL = {'channels': (8, 16), 'hidden': (128, 100)}     # the HWDigits CNN at a quarter of its widths
+MINI_STEP_FACTOR = 0.1   # mini's B: the paper's times (smallest client's epoch at mini / at paper): 7.2 / 73 batches on HWDigits-4
+
+def _mini(dataset: str, rounds: int, lr: float, steps: int, methods: dict = {}, **kw) -> dict:
+    "What mini changes: embedded digit domains at a tenth of each client's data, the quarter-width CNN, batches of 20, a fixed 1,000 test images, the baselines' `lr` (FedGC keeps the paper's 0.1), FedGC's $B$ = `steps`."
+    gc = {m: {'lr': 0.1, 'local_steps': steps} for m in ('FedGC (w/o CGC)', 'FedGC (w/o SGC)', 'FedGC')}
+    return dict(dataset=dataset, partition_params={'fraction': 0.1}, model='hwdigits_cnn', model_params=MINI_MODEL, batch_size=20, test_size=1000,
+                rounds=rounds, lr=lr, **kw, methods={**gc, **methods})
 
 _HW = dict(dataset='hwdigits', model='hwdigits_cnn', rounds=600)
 _CIFAR = dict(partition='one_class', model='resnet9')
+MINI_LR = {'HWDigits-4': 0.05}   # `mini_lr` of the sweep on seed 10 (`nbs/repro/mini/fedgc_lr_sweep.csv`, shown in the chapter)
+TABLE3_STEPS = {1: 1, 10: 2, 20: 4, 50: 10}   # Table 3's B at mini, in batches of 10: the paper's times 14.4 / 73, at least 1
+_TABLE3_MINI = {**{f'FedAvg (B={b})': {'local_steps': s, 'batch_size': 10} for b, s in TABLE3_STEPS.items()}, 'FedAvg (E=1)': {'batch_size': 10}}
+_SCALED = ('the CNN at a quarter of its widths, batches of 20 and a tenth of every client\'s data, so that a round costs '
+           'milliseconds; FedGC\'s B scaled by the clients\' epochs (0.1); the baselines\' learning rate picked at mini by a sweep on '
+           'seed 10 (the paper\'s was tuned for epochs ten times longer), FedGC keeping the paper\'s 0.1')
+_DIGITS = lambda what: f"digits-domains (embedded MNIST, a USPS-like, an MNIST-M-like and an SVHN-like domain), a tenth of each client's images, {what}"
 FEDGC_SETTINGS = {
     'HWDigits-4': _fedgc_setting({**_HW, 'partition': 'domain', 'num_clients': 4}, 0.01, 50, 0.01, 1e-4, 0.4,
-                                 extra={**{f'FedAvg (B={b})': {'lr': 0.01, 'local_steps': b} for b in (1, 10, 20, 50)}, 'FedAvg (E=1)': {'lr': 0.01}}),
+                                 extra={**{f'FedAvg (B={b})': {'lr': 0.01, 'local_steps': b} for b in (1, 10, 20, 50)}, 'FedAvg (E=1)': {'lr': 0.01}},
+                                 mini=_mini('digits-domains', 100, MINI_LR['HWDigits-4'], 5, methods=_TABLE3_MINI, skip=('FedReg',)),
+                                 stand_in=_DIGITS('one client per domain'),
+                                 why=_SCALED + "; Table 3's runs in batches of 10 so that its four B stay distinct (1, 2, 4, 10); 100 rounds, as FedGC's "
+                                     "5 steps a round need (on seed 10 it reaches FedAvg's plateau only after about 100); FedReg not run: its round here costs "
+                                     "33 FedAvg rounds (13 s on one core: 23 forward-backward passes a batch for its pseudo data), 100 rounds 22 min a seed"),
     'CIFAR10-10': _fedgc_setting({**_CIFAR, 'dataset': 'cifar10', 'num_clients': 10, 'rounds': 500}, 0.05, 1, 0.01, 1e-5, 0.5),
     'CIFAR100-100': _fedgc_setting({**_CIFAR, 'dataset': 'cifar100', 'num_clients': 100, 'rounds': 1000}, 0.05, 1, 0.01, 1e-3, 0.25),
     'HWDigits-40': _fedgc_setting({**_HW, 'partition': 'domain_class', 'num_clients': 40}, 0.01, 50, 0.01, 1e-4, 0.4),
@@ -226,4 +248,40 @@ FEDGC_CLAIMS = [
 
 FEDGC = PAPERS.register('fedgc', Paper(
     'fedgc', 'Anonymous, *FedGC: an accurate and efficient federated learning under gradient constraint for heterogeneous data*, '
-             'ICLR 2023 submission, OpenReview eZN8nUXAVO7', FEDGC_METHODS, FEDGC_SETTINGS, fedgc_cells, claims=FEDGC_CLAIMS))
+             'ICLR 2023 submission, OpenReview eZN8nUXAVO7', FEDGC_METHODS, FEDGC_SETTINGS, fedgc_cells,
+    artefacts={'fedgc_table1': 'Table 1: accuracy on HWDigits-4, CIFAR10-10, CIFAR100-100 and HWDigits-40',
+               'fedgc_table2': "Table 2: time per round, and rounds and communication to FedAvg's best",
+               'fedgc_table3': 'Table 3: FedAvg with B local steps on HWDigits-4', 'fedgc_table4': 'Table 4: ablation of CGC and SGC',
+               'fedgc_figure2': "Figure 2: accuracy against rounds, with FedReg's best", 'fedgc_figure3': 'Figure 3: what SGC adds',
+               'fedgc_figure6': 'Figure 6: accuracy against the communication budget'},
+    claims=FEDGC_CLAIMS))
+
+# %% ../nbs/11_fedgc.ipynb #aa897983
+def plot_reaching(curves: pd.DataFrame, scale: str, ref: str = 'FedReg', x: str = 'round'):
+    "Mean test accuracy over seeds against `x` ('round', or 'budget': rounds × upload in FedAvg uploads), a dotted line at `ref`'s best (mean over seeds), a dotted vertical where each method's mean curve first reaches it."
+    import matplotlib.pyplot as plt, seaborn as sns
+    check(x in ('round', 'budget'), 'x', x, "'round' or 'budget' (rounds × upload, in FedAvg uploads)")
+    c = curves.dropna(subset=['test_acc'])
+    settings, methods = list(c['setting'].unique()), [m for m in FEDGC_METHODS if m in set(c['method'])]
+    palette = dict(zip(methods, sns.color_palette('tab10', len(methods))))
+    fig, axes = plt.subplots(1, len(settings), figsize=(5.2 * len(settings), 3.8), squeeze=False)
+    for j, (ax, st) in enumerate(zip(axes[0], settings)):
+        d = c[c['setting'] == st]
+        mean = d.groupby(['method', 'round'], sort=False)['test_acc'].mean().reset_index()
+        if x == 'budget':
+            up = d[d['round'] > 0].groupby('method')['up_params'].mean()
+            mean['budget'] = mean['round'] * mean['method'].map(up / up['FedAvg'])
+        sns.lineplot(data=mean, x=x, y='test_acc', hue='method', hue_order=[m for m in methods if m in set(d['method'])], palette=palette,
+                     ax=ax, legend=j == len(settings) - 1)
+        if ref in set(d['method']):
+            level = d[d['method'] == ref].groupby('seed')['test_acc'].max().mean()
+            ax.axhline(level, color='k', ls=':', lw=1)
+            for m, g in mean.groupby('method'):
+                hit = g.loc[g['test_acc'] >= level, x]
+                if len(hit): ax.axvline(hit.iloc[0], color=palette[m], ls=':', lw=1)
+        ax.set(title=f'ours: {FEDGC.label(st, scale)}', xlabel='round' if x == 'round' else "communication budget (FedAvg uploads)",
+               ylabel='test accuracy')
+        ax.title.set_fontsize(8)
+    if len(settings): sns.move_legend(axes[0, -1], 'upper left', bbox_to_anchor=(1, 1))
+    fig.tight_layout()
+    return fig

@@ -5,6 +5,8 @@ import pytest
 from fedrepro.cli import reproduce, reproductions, repro_dir
 from fedrepro.results import REPRO_COLUMNS
 from fedrepro.repro import SEED_COLUMNS
+from fedrepro.core import PAPERS
+import fedrepro.fedreg, fedrepro.fedgc   # registers the papers
 
 NOTEBOOKS = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / 'nbs' / 'repro').glob('*.ipynb'))
 
@@ -24,7 +26,7 @@ def test_reproduction_runs_at_smoke_scale(name, tmp_path):
         assert list(df.columns) == REPRO_COLUMNS
         assert len(df) and (df['scale'] == 'smoke').all()
         assert df['ours'].notna().any(), 'ours is measured, never empty everywhere'
-        if name.startswith('fedreg_'):                     # a paper's artefact writes the per-seed evidence of its verdicts beside it
+        if name.split('_')[0] in PAPERS:                  # a paper's artefact writes the per-seed evidence of its verdicts beside it
             seeds = pd.read_csv(tmp_path / f'{csv.stem}_seeds.csv')
             assert list(seeds.columns) == SEED_COLUMNS and len(seeds) and seeds['health'].notna().all()
 
