@@ -241,6 +241,6 @@ def test_domain_errors(hw):
 
 def test_scheme_params():
     assert scheme_params('dirichlet') == dict(alpha=0.5, min_size=10, max_tries=1000)
-    assert scheme_params('one_class') == {}
+    assert scheme_params('one_class') == {'fraction': 1.0} and scheme_params('iid') == {'sizes': None}
     assert set(scheme_params('powerlaw')) == {'classes_per_client', 'min_per_class', 'sigma', 'total', 'fractions'}
     for name in PARTITIONS: scheme_params(name)
