@@ -262,7 +262,7 @@ def table_rows(paper: Paper, cells: pd.DataFrame, scale: str, table: str | None 
 def _not_run(paper: Paper, setting: str, method: str, scale: str) -> str | None:
     "Why `scale` does not run `method` in `setting`, or None when it does."
     if scale == 'paper' or (setting in paper.scaled_settings() and method in paper.run_methods(setting, scale)): return None
-    return f'paper scale only: {setting} has no {scale} scale' if setting not in paper.scaled_settings() else f'not run at {scale}: the scale table says why'
+    return f'no {scale} scale' if setting not in paper.scaled_settings() else f'not run at {scale} (the scale table says why)'
 
 def unrun_rows(paper: Paper, table: str, settings, scale: str, why: str | None = None, methods=None) -> pd.DataFrame:
     "Rows for a table's printed cells in `settings` (of `methods`, default all) not run at `scale`: the paper's numbers, `ours` empty, and `why` (default: each cell's own reason, and only the cells `scale` skips) as the text shown."
