@@ -74,7 +74,9 @@ class Paper:
             fields.update(small)
         return ExperimentConfig(**{**fields, **overrides})
 
-    def scaled_settings(self) -> list: return [k for k, s in self.settings.items() if s.mini is not None]
+    def scaled_settings(self, settings=None, scale: str = 'mini') -> list:
+        "Those of `settings` (default: all) that run at `scale`: every one at paper scale, below it those with a mini scale."
+        return [k for k in settings or self.settings if scale == 'paper' or self.settings[k].mini is not None]
 
     def run_methods(self, setting: str, scale: str) -> list:
         "The methods of `setting` run at `scale`: all of them at paper scale; below it, those the mini scale does not skip."
@@ -261,8 +263,8 @@ def table_rows(paper: Paper, cells: pd.DataFrame, scale: str, table: str | None 
 
 def _not_run(paper: Paper, setting: str, method: str, scale: str) -> str | None:
     "Why `scale` does not run `method` in `setting`, or None when it does."
-    if scale == 'paper' or (setting in paper.scaled_settings() and method in paper.run_methods(setting, scale)): return None
-    return f'no {scale} scale' if setting not in paper.scaled_settings() else f'not run at {scale} (the scale table says why)'
+    if not paper.scaled_settings([setting], scale): return f'no {scale} scale'
+    return None if method in paper.run_methods(setting, scale) else f'not run at {scale} (the scale table says why)'
 
 def unrun_rows(paper: Paper, table: str, settings, scale: str, why: str | None = None, methods=None) -> pd.DataFrame:
     "Rows for a table's printed cells in `settings` (of `methods`, default all) not run at `scale`: the paper's numbers, `ours` empty, and `why` (default: each cell's own reason, and only the cells `scale` skips) as the text shown."
