@@ -18,6 +18,7 @@ def model_options(name: str) -> set:
 
 _NOT_HASHED = ('data_root', 'download', 'checkpoint_every')
 _HASHED_WHEN_SET = {'momentum': 0.0, 'weight_decay': 0.0, 'test_size': 0}   # added later: at their defaults they stay out, so older runs keep their hash
+_HASHED_AS = {'eval_batch_size': 4096}   # no longer changes results (`evaluate` reduces once over every logit): hashed as every earlier run had it
 _DEVICE = re.compile(r'^(auto|cpu|cuda(:\d+)?|mps)$')
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class ExperimentConfig:
     test_size: int = 0               # evaluate on a fixed random `test_size` of the test set, the same for every seed (0: all of it)
     seed: int = 0
     eval_every: int = 1
-    eval_batch_size: int = 4096
+    eval_batch_size: int = 256       # test images a forward pass takes: cache and memory, not results
     checkpoint_every: int = 1
     device: str = 'auto'
     data_root: str = 'data'
@@ -99,7 +100,7 @@ class ExperimentConfig:
     @property
     def hash(self) -> str:
         "A stable hex digest of everything that determines the run's results."
-        d = {k: v for k, v in self.to_dict().items() if k not in _NOT_HASHED and not (k in _HASHED_WHEN_SET and v == _HASHED_WHEN_SET[k])}
+        d = {k: _HASHED_AS.get(k, v) for k, v in self.to_dict().items() if k not in _NOT_HASHED and not (k in _HASHED_WHEN_SET and v == _HASHED_WHEN_SET[k])}
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
     def __hash__(self): return int(self.hash, 16)
     @property

@@ -185,16 +185,11 @@ def weighted_mean(xs: list, weights=None) -> torch.Tensor:
 
 # %% ../nbs/04_engine.ipynb #5ca96a17
 @torch.inference_mode()
-def evaluate(model, x: torch.Tensor, y: torch.Tensor, batch_size: int = 4096, prepare=None) -> dict:
-    "Accuracy and mean cross-entropy of `model` on `(x, y)`; `prepare` turns a stored batch into model input."
+def evaluate(model, x: torch.Tensor, y: torch.Tensor, batch_size: int = 256, prepare=None) -> dict:
+    "Accuracy and mean cross-entropy of `model` on `(x, y)`, `batch_size` inputs a pass; `prepare` turns a stored batch into model input."
     model.eval()
-    correct, loss = 0, 0.0
-    for i in range(0, len(y), batch_size):
-        xb = x[i:i + batch_size]
-        logits = model(prepare(xb) if prepare else xb)
-        loss += F.cross_entropy(logits, y[i:i + batch_size], reduction='sum').item()
-        correct += (logits.argmax(1) == y[i:i + batch_size]).sum().item()
-    return {'test_acc': correct / len(y), 'test_loss': loss / len(y)}
+    logits = torch.cat([model(prepare(xb) if prepare else xb) for xb in x.split(batch_size)])
+    return {'test_acc': (logits.argmax(1) == y).sum().item() / len(y), 'test_loss': F.cross_entropy(logits, y, reduction='sum').item() / len(y)}
 
 # %% ../nbs/04_engine.ipynb #c4ef8064
 def _sync(device):
