@@ -64,9 +64,9 @@ def conv_pool_net(input_shape, num_classes, channels, hidden, padding=0, kernel=
 
 # %% ../nbs/03_models.ipynb #234e5d45
 @MODELS.register('fedavg_cnn')
-def fedavg_cnn(input_shape=(1, 28, 28), num_classes=10, padding=2):
-    "McMahan et al.'s CNN: conv 5×5 32 and 64 ('same' padding), each with max-pool 2, FC 512, classifier."
-    return conv_pool_net(input_shape, num_classes, channels=(32, 64), hidden=(512,), padding=padding)
+def fedavg_cnn(input_shape=(1, 28, 28), num_classes=10, padding=2, channels=(32, 64), hidden=(512,)):
+    "McMahan et al.'s CNN: conv 5×5 32 and 64 ('same' padding), each with max-pool 2, FC 512, classifier; `channels` and `hidden` narrow it for small scales."
+    return conv_pool_net(input_shape, num_classes, channels=tuple(channels), hidden=tuple(hidden), padding=padding)
 
 # %% ../nbs/03_models.ipynb #a812349b
 @MODELS.register('hwdigits_cnn')
