@@ -12,3 +12,19 @@ def cpu_cfg():
         base = dict(model='mlp', num_clients=10, clients_per_round=5, rounds=3, lr=0.05, batch_size=20, device='cpu')
         return ExperimentConfig(**{**base, **kw})
     return make
+
+
+@pytest.fixture
+def cli_run_with(tmp_path):
+    "Run `fedrepro <args>` in a fresh process with every hyperparameter of `params` given by `--set`; check each was recorded; return the run's metrics."
+    import json, subprocess, sys
+    import pandas as pd
+    def run(args, params):
+        sets = [a for k, v in params.items() for a in ('--set', f'{k}={json.dumps(v) if not isinstance(v, str) else v}')]
+        code = 'import sys; from fedrepro.cli import main; main(sys.argv[1:])'
+        p = subprocess.run([sys.executable, '-c', code, *args, *sets, '--out', str(tmp_path)], capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr
+        (run_dir,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+        assert json.loads((run_dir / 'config.json').read_text())['config']['params'] == params
+        return pd.read_csv(run_dir / 'metrics.csv')
+    return run

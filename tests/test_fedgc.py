@@ -1,6 +1,4 @@
 "FedGC from the command line: every hyperparameter reachable with --set, every bad value refused by name, the diagnostics recorded."
-import json, subprocess, sys
-import pandas as pd
 import pytest
 from fedrepro.cli import main
 
@@ -11,14 +9,8 @@ EVERY = {'C': 0.01, 'cgc': True, 'sgc': True, 'sgc_mode': 'gem_eps', 'sgc_eps': 
          'granularity': 'module', 'draws': 'passes'}
 
 
-def test_every_fedgc_hyperparameter_is_set_from_the_command_line_and_the_diagnostics_recorded(tmp_path):
-    sets = [a for k, v in EVERY.items() for a in ('--set', f'{k}={json.dumps(v) if not isinstance(v, str) else v}')]
-    code = 'import sys; from fedrepro.cli import main; main(sys.argv[1:])'
-    p = subprocess.run([sys.executable, '-c', code, *TINY, *sets, '--out', str(tmp_path)], capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr
-    (run_dir,) = [d for d in tmp_path.iterdir() if d.is_dir()]
-    assert json.loads((run_dir / 'config.json').read_text())['config']['params'] == EVERY
-    m = pd.read_csv(run_dir / 'metrics.csv')
+def test_every_fedgc_hyperparameter_is_set_from_the_command_line_and_the_diagnostics_recorded(cli_run_with):
+    m = cli_run_with(TINY, EVERY)
     assert {'cgc_projected', 'sgc_shortcut', 'sgc_solved', 'sgc_fallback', 'sgc_active', 'min_inner', 'cgc_seconds', 'sgc_seconds'} <= set(m.columns)
     assert m['cgc_projected'].iloc[1] != m['cgc_projected'].iloc[1] and 0 <= m['cgc_projected'].iloc[2] <= 1   # none in round 1 (no g⁰)
     assert (m[['sgc_shortcut', 'sgc_solved', 'sgc_fallback']].iloc[1:].sum(axis=1) == 5).all()                  # the CNN's 5 modules
