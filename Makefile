@@ -44,6 +44,7 @@ book: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/engine_overhead.py
 	$(BIN)/python bench/parallel_runs.py
+	$(BIN)/python bench/evaluation.py
 
 clean:
 	rm -rf _docs _proc repro_out runs
