@@ -21,3 +21,20 @@ def test_a_bad_fedimp_value_is_refused_by_name(key, value, capsys, tmp_path):
     err = capsys.readouterr().err
     assert e.value.code == 2 and f"params['{key}']" in err and 'is not allowed' in err and len(err.strip().splitlines()) == 1
     assert not any(tmp_path.iterdir())                                   # refused before anything is written
+
+
+RWALK = [*TINY[:TINY.index('fedimp')], 'fedimp_rwalk', *TINY[TINY.index('fedimp') + 1:]]
+
+
+def test_every_rwalk_hyperparameter_is_set_from_the_command_line_and_three_tensors_travel(cli_run_with):
+    m = cli_run_with(RWALK, {**EVERY, 'lam': 10.0, 'window': 3, 'alpha': 0.5, 'xi': 0.01}).set_index('round')
+    assert m.loc[1, 'up_params'] == 3 * m.loc[1, 'down_params'] and m.loc[2, 'down_params'] == 3 * m.loc[1, 'down_params']
+    assert 0 < m.loc[2, 'ewc_stiffness'] <= 2 * 0.1 * 10.0 + 1e-9 and (m.loc[1:, 'local_loss'] >= 0).all()   # lr 0.1 by default: weights at most 2
+
+
+@pytest.mark.parametrize('key,value', [('window', '0'), ('window', '2.5'), ('alpha', '0'), ('xi', '0'), ('lam', 'inf')])
+def test_a_bad_rwalk_value_is_refused_by_name(key, value, capsys, tmp_path):
+    with pytest.raises(SystemExit) as e: main([*RWALK, '--set', f'{key}={value}', '--out', str(tmp_path)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and f"params['{key}']" in err and len(err.strip().splitlines()) == 1
+    assert not any(tmp_path.iterdir())

@@ -6,7 +6,7 @@ from fedrepro.cli import reproduce, reproductions, repro_dir
 from fedrepro.results import REPRO_COLUMNS
 from fedrepro.repro import SEED_COLUMNS
 from fedrepro.core import PAPERS
-import fedrepro.fedreg, fedrepro.fedgc   # registers the papers
+import fedrepro.fedreg, fedrepro.fedgc, fedrepro.fedimp   # registers the papers
 
 NOTEBOOKS = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / 'nbs' / 'repro').glob('*.ipynb'))
 
