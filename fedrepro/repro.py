@@ -348,12 +348,12 @@ def one_sided(d, alternative: str) -> tuple[float, float]:
     t = m / (s / math.sqrt(len(d)))
     return t, float(stats.t.cdf(t, len(d) - 1) if alternative == 'less' else stats.t.sf(t, len(d) - 1))
 
-def _paired(cells: pd.DataFrame, setting: str, metric: str, a: str, b: str, need: int = 3):
-    "Methods `a` and `b` on the seeds where both are healthy (round counts censored), those seeds, and the reasons of the seeds left out."
+def _paired(cells: pd.DataFrame, setting: str, metric: str, a: str, b: str, need: int = 3, setting_b: str | None = None):
+    "Methods `a` and `b` (`b` in `setting_b` if given) on the seeds where both are healthy (round counts censored), those seeds, and the reasons of the seeds left out."
     va, ra, bad_a = _series(cells, setting, a, metric)
-    vb, rb, bad_b = _series(cells, setting, b, metric)
+    vb, rb, bad_b = _series(cells, setting_b or setting, b, metric)
     seeds, bad = va.index.intersection(vb.index), bad_a + bad_b
-    _need(len(seeds), bad, f'{setting}, {a} vs {b}', need)
+    _need(len(seeds), bad, f"{setting}, {a} vs {b}{f' in {setting_b}' if setting_b else ''}", need)
     if _is_rounds(metric): va, vb = _censored(va, ra), _censored(vb, rb)
     return va[seeds], vb[seeds], seeds, '; '.join(bad)
 
@@ -362,22 +362,24 @@ def _need(n: int, bad: list, what: str, need: int = 3):
 
 @dataclass(frozen=True)
 class Compare:
-    "Method `a`'s `metric` is `better` ('lower' or 'higher') than method `b`'s in `setting`: a one-sided paired t-test over seeds."
+    "Method `a`'s `metric` is `better` ('lower' or 'higher') than method `b`'s in `setting` (`b`'s in `setting_b`, if given): a one-sided paired t-test over seeds."
     setting: str
     metric: str
     a: str
     b: str
     better: str = 'lower'
+    setting_b: str | None = None
 
     def judge(self, cells: pd.DataFrame) -> Judged:
-        va, vb, seeds, bad = _paired(cells, self.setting, self.metric, self.a, self.b)
+        va, vb, seeds, bad = _paired(cells, self.setting, self.metric, self.a, self.b, setting_b=self.setting_b)
         d = (va - vb).to_numpy()
         claim, other = ('less', 'greater') if self.better == 'lower' else ('greater', 'less')
         t, p = one_sided(d, claim)
         p_other = one_sided(d, other)[1]
         outcome = 'reproduced' if p < ALPHA else 'not reproduced' if p_other < ALPHA else 'inconclusive'
         show = lambda v, s: '[' + ', '.join(_fmt(x) for x in v[s]) + ']'
-        ev = (f"{self.setting} {self.metric}: {self.a} {show(_series(cells, self.setting, self.a, self.metric)[0], seeds)} vs {self.b} {show(_series(cells, self.setting, self.b, self.metric)[0], seeds)} "
+        b = self.b if self.setting_b is None else f'{self.b} in {self.setting_b}'
+        ev = (f"{self.setting} {self.metric}: {self.a} {show(_series(cells, self.setting, self.a, self.metric)[0], seeds)} vs {b} {show(_series(cells, self.setting_b or self.setting, self.b, self.metric)[0], seeds)} "
               f"(seeds {', '.join(map(str, seeds))}; paired t {t:.2f}, one-sided p {p:.3g})")
         return Judged(outcome, ev, bad)
 
