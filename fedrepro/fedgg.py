@@ -61,11 +61,11 @@ class FedGG(Algorithm):
     def state_dict(self) -> dict: return {'x': self.x, 'update': self._update}
     def load_state_dict(self, sd: dict): self.x, self._update = sd['x'], sd['update']
     def diagnostics(self) -> dict:
-        "Means over the round's corrected local steps of λ, ‖d‖, s_m, c and the correction's length over the cross-entropy gradient's; ‖g‖ over clients; cos(Δw^{r-1}, Δw^r)."
-        steps = [s for s in self._log if 'lam' in s]
-        mean = lambda k, rows: sum(r[k] for r in rows) / len(rows) if rows else float('nan')
-        out = {k: mean(k, steps) for k in ('lam', 'd_norm', 'step_len', 'cos', 'grad_ratio')}
-        out.update(g_norm=mean('g_norm', [s for s in self._log if 'g_norm' in s]), corrected_steps=len(steps), update_cos=self._update_cos)
+        "Means over the round's local steps with a direction of λ, ‖d‖, s_m and c, and of the correction's length over the cross-entropy gradient's where it applied; ‖g‖ over clients; cos(Δw^{r-1}, Δw^r)."
+        rows = lambda k: [s[k] for s in self._log if k in s]
+        mean = lambda k: sum(rows(k)) / len(rows(k)) if rows(k) else float('nan')
+        out = {k: mean(k) for k in ('lam', 'd_norm', 'step_len', 'cos', 'grad_ratio', 'g_norm')}
+        out.update(corrected_steps=len(rows('grad_ratio')), update_cos=self._update_cos)
         self._log = []
         return out
 
@@ -91,11 +91,12 @@ class FedGG(Algorithm):
         if self._g_hat is not None and self._prev is not None and self._m >= self.hp['cos_start_step']:
             d = w - self._base
             d_norm, step_len = d.norm().item(), (w - self._prev).norm().item()
-            lam = self.weight(d_norm, step_len)
-            if d_norm > TINY and step_len > 0 and lam > 0:
-                corr = cosine_correction(self._g_hat, d, lam, self.hp['grad'])
-                self._log.append(dict(lam=lam, d_norm=d_norm, step_len=step_len, cos=(self._g_hat @ d).item() / d_norm,
-                                      grad_ratio=(corr.norm() / ctx.fm.grad.norm()).item()))
-                ctx.fm.grad.add_(corr)
+            if d_norm > TINY and step_len > 0:
+                row = dict(lam=self.weight(d_norm, step_len), d_norm=d_norm, step_len=step_len, cos=(self._g_hat @ d).item() / d_norm)
+                if row['lam'] > 0:                  # with mu = 0 the step is FedAvg's, and c is still recorded
+                    corr = cosine_correction(self._g_hat, d, row['lam'], self.hp['grad'])
+                    row['grad_ratio'] = (corr.norm() / ctx.fm.grad.norm()).item()
+                    ctx.fm.grad.add_(corr)
+                self._log.append(row)
         self._prev = w.clone()
         super().step(ctx)
