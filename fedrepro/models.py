@@ -28,16 +28,18 @@ def n_params(model: nn.Module) -> int:
 
 # %% ../nbs/03_models.ipynb #ef2092ac
 @MODELS.register('cnn5')
-def cnn5(input_shape=(1, 28, 28), num_classes=10):
-    "FedReg's 5-layer CNN: three 5×5 convolutions and two fully connected layers."
-    c, h, w = input_shape
+def cnn5(input_shape=(1, 28, 28), num_classes=10, channels=(32, 32, 64), hidden=256):
+    "FedReg's 5-layer CNN: three 5×5 convolutions (`channels`) and two fully connected layers (`hidden` wide); narrower at small scales."
+    check(len(channels) == 3 and all(int(k) > 0 for k in channels), 'channels', channels, 'three positive widths, one per convolution')
+    check(int(hidden) > 0, 'hidden', hidden, 'a positive width')
+    (c, h, w), (a, b, d) = input_shape, map(int, channels)
     side = ((h - 8) // 2 - 4) // 2        # two 5x5 convs, pool, 5x5 conv, pool
     features = nn.Sequential(
-        nn.Conv2d(c, 32, 5), nn.ReLU(),
-        nn.Conv2d(32, 32, 5), nn.MaxPool2d(2), nn.ReLU(),
-        nn.Conv2d(32, 64, 5), nn.MaxPool2d(2), nn.ReLU(),
-        nn.Flatten(), nn.Linear(64 * side * side, 256), nn.ReLU())
-    return FeatureClassifier(features, nn.Linear(256, num_classes))
+        nn.Conv2d(c, a, 5), nn.ReLU(),
+        nn.Conv2d(a, b, 5), nn.MaxPool2d(2), nn.ReLU(),
+        nn.Conv2d(b, d, 5), nn.MaxPool2d(2), nn.ReLU(),
+        nn.Flatten(), nn.Linear(d * side * side, int(hidden)), nn.ReLU())
+    return FeatureClassifier(features, nn.Linear(int(hidden), num_classes))
 
 # %% ../nbs/03_models.ipynb #c8b2f7e5
 @MODELS.register('mlp')
@@ -156,6 +158,7 @@ def build_model(name: str, input_shape, num_classes: int, seed: int = 0, device=
 # %% ../nbs/03_models.ipynb #87aa5378
 MODEL_USES = [  # (model, options, input shape, classes, papers and use)
     ('cnn5', {}, (1, 28, 28), 10, 'FedReg MNIST/EMNIST'),
+    ('cnn5', {'channels': (16, 16, 32), 'hidden': 128}, (1, 28, 28), 10, 'FedReg MNIST at mini'),
     ('mlp', {}, (1, 28, 28), 10, 'FedImp MNIST, profile P (784-200-10)'),
     ('mlp', {'hidden': (200, 200)}, (1, 28, 28), 10, 'FedImp MNIST, profile C (2NN)'),
     ('mlp', {}, (3, 32, 32), 10, 'FedImp CIFAR-10, profile P'),
