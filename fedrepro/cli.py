@@ -13,7 +13,7 @@ from .config import ExperimentConfig, model_options
 from .runner import run
 
 # %% auto #0
-__all__ = ['SCALES', 'config_from_args', 'repro_dir', 'reproductions', 'reproduce', 'list_all', 'main']
+__all__ = ['SCALES', 'config_from_args', 'repro_dir', 'reproductions', 'job_parameters', 'reproduce', 'list_all', 'main']
 
 # %% ../nbs/07_cli.ipynb #cb3a1693
 _TYPES = {'int': int, 'float': float, 'str': str, 'int | None': int, 'bool': lambda s: _parse_bool(s)}
@@ -29,15 +29,22 @@ def _parse_value(text: str):
     try: return json.loads(text)
     except json.JSONDecodeError: return text
 
+def _pairs(items) -> list[tuple[str, str]]:
+    "`--set key=value` items as (key, text) pairs."
+    for item in items or []: check('=' in item, '--set', item, 'key=value')
+    return [tuple(item.split('=', 1)) for item in items or []]
+
+def _key_values(items) -> dict:
+    "`--set key=value` items as a dict, values read as JSON where they parse."
+    return {k: _parse_value(v) for k, v in _pairs(items)}
+
 def config_from_args(args) -> ExperimentConfig:
     "The `ExperimentConfig` for parsed `fedrepro run` arguments."
     from fedrepro.partitions import scheme_params
     given = {f.name: getattr(args, f.name) for f in fields(ExperimentConfig) if getattr(args, f.name, None) is not None}
     types = {f.name: f.type for f in fields(ExperimentConfig)}
     params, mparams, pparams = {}, {}, {k: getattr(args, k) for k in ('classes_per_client', 'alpha') if getattr(args, k, None) is not None}
-    for item in args.set or []:
-        check('=' in item, '--set', item, 'key=value')
-        k, v = item.split('=', 1)
+    for k, v in _pairs(args.set):
         if k in types: given[k] = _TYPES.get(types[k], _parse_value)(v)
         elif k in scheme_params(given.get('partition', ExperimentConfig.partition)): pparams[k] = _parse_value(v)
         elif k in model_options(given.get('model', ExperimentConfig.model)): mparams[k] = _parse_value(v)
@@ -70,15 +77,25 @@ def reproductions() -> list[str]:
     "The names of the reproduction notebooks."
     return sorted(p.stem for p in repro_dir().glob('*.ipynb'))
 
-def reproduce(name: str, scale: str = 'mini', out='repro_out', seeds=None, device: str = 'auto', data_root: str = 'data', progress: bool = True) -> Path:
-    "Execute reproduction notebook `name` at `scale` with papermill; returns the executed notebook's path in `out`."
+_COMMON = ('scale', 'seeds', 'device', 'data_root', 'out_dir')     # the parameters every reproduction notebook has
+
+def job_parameters(name: str) -> list[str]:
+    "The parameters reproduction notebook `name` has beyond the common ones (e.g. `workers`, `profile`)."
+    import papermill as pm
+    return [k for k in pm.inspect_notebook(str(repro_dir() / f'{name}.ipynb')) if k not in _COMMON]
+
+def reproduce(name: str, scale: str = 'mini', out='repro_out', seeds=None, device: str = 'auto', data_root: str = 'data', progress: bool = True,
+              extra: dict | None = None) -> Path:
+    "Execute reproduction notebook `name` at `scale` with papermill, `extra` setting its own parameters; returns the executed notebook's path in `out`."
     import papermill as pm
     check(name in reproductions(), 'reproduction', name, f'one of {reproductions()}')
     check(scale in SCALES, 'scale', scale, f'one of {list(SCALES)}')
+    extra = extra or {}
+    for k in extra: check(k in job_parameters(name), 'parameter', k, f'one of {job_parameters(name)} (the parameters of {name} beyond --scale, --seeds, --device, --data-root, --out)')
     out = Path(out).resolve(); out.mkdir(parents=True, exist_ok=True)
-    params = dict(scale=scale, device=device, data_root=str(Path(data_root).resolve()), out_dir=str(out))
+    params = dict(scale=scale, device=device, data_root=str(Path(data_root).resolve()), out_dir=str(out), **extra)
     if seeds is not None: params['seeds'] = list(seeds)
-    dest = out / f'{name}.ipynb'
+    dest = out / (name + ''.join(f'_{v}' for v in extra.values()) + '.ipynb')     # profile=P: <name>_P.ipynb, beside its CSVs
     try: pm.execute_notebook(str(repro_dir() / f'{name}.ipynb'), str(dest), parameters=params, kernel_name='python3',
                              cwd=str(out), progress_bar=progress)
     except pm.PapermillExecutionError as e:
@@ -108,6 +125,7 @@ def main(argv=None):
     r.add_argument('--seeds', type=lambda s: [int(x) for x in s.split(',')], default=None, help='comma-separated, e.g. 0,1,2')
     r.add_argument('--device', default='auto')
     r.add_argument('--data-root', default='data')
+    r.add_argument('--set', action='append', metavar='KEY=VALUE', help="one of the notebook's own parameters, e.g. profile=P; repeatable")
     b = sub.add_parser('book', help='render the book into _docs/ (offline with smalldocs, or --quarto)')
     b.add_argument('--results', default=None, help='a reproduce --out folder whose executed notebooks the book shows')
     b.add_argument('--quarto', action='store_true', help='render with Quarto instead of smalldocs')
@@ -118,7 +136,7 @@ def main(argv=None):
             from fedrepro.book import build_book
             print(f'book: {build_book(results=args.results, quarto=args.quarto) / "index.html"}')
         elif args.command == 'reproduce':
-            print(reproduce(args.name, args.scale, args.out, args.seeds, args.device, args.data_root))
+            print(reproduce(args.name, args.scale, args.out, args.seeds, args.device, args.data_root, extra=_key_values(args.set)))
         else:
             res = run(config_from_args(args), args.out, progress=not args.no_progress)
             print(json.dumps(res.summary, indent=2)); print(f'records: {res.run_dir}')
