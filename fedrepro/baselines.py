@@ -60,7 +60,7 @@ class FedProx(Algorithm):
 class Scaffold(Algorithm):
     "SCAFFOLD, option II: local steps corrected by $c - c_i$, control variates updated from the model difference."
     name = 'scaffold'
-    hparams = {'global_lr': 1.0}
+    hparams = {'global_lr': 1.0, 'correction': 'gradient'}
 
     def __init__(self, cfg, x0: torch.Tensor):
         super().__init__(cfg, x0)
@@ -69,7 +69,10 @@ class Scaffold(Algorithm):
     @classmethod
     def check_params(cls, params: dict):
         super().check_params(params)
-        _check_number({**cls.hparams, **params}, 'global_lr', strict=True)
+        p = {**cls.hparams, **params}
+        _check_number(p, 'global_lr', strict=True)
+        check(p['correction'] in ('gradient', 'step'), "params['correction']", p['correction'],
+              "'gradient' (c - c_i added to the gradient, inside any momentum) or 'step' (NIID-Bench: subtracted after each optimiser step)")
 
     def broadcast(self) -> dict: return {'x': self.x, 'c': self.c}
     def payload(self, d: int) -> dict: return {'up': 2 * d, 'down': 2 * d}
@@ -90,9 +93,10 @@ class Scaffold(Algorithm):
         return {'x': y, 'n': ctx.n, 'dc': ci_new - ci}, ci_new.cpu()
 
     def step(self, ctx: ClientContext):
-        "The corrected step $y \\leftarrow y - \\eta\\,(g - c_i + c)$."
-        ctx.fm.grad.add_(self._correction)
+        "The corrected step $y \\leftarrow y - \\eta\\,(g - c_i + c)$: the correction in the gradient (`'gradient'`), or after the optimiser's step (`'step'`); the same without momentum."
+        if self.hp['correction'] == 'gradient': ctx.fm.grad.add_(self._correction)
         super().step(ctx)
+        if self.hp['correction'] == 'step': ctx.fm.params.sub_(self._correction, alpha=ctx.lr)
 
     def aggregate(self, ups: list[dict]):
         "$x \\leftarrow x + \\eta_g\\,\\mathrm{mean}(\\Delta y)$, $c \\leftarrow c + \\frac1N\\sum \\Delta c$."
