@@ -4,13 +4,19 @@
 
 # %% ../nbs/13_fedgg.ipynb #a5964296
 from __future__ import annotations
-import torch
-from .core import ALGORITHMS, check
+import math
+import numpy as np, pandas as pd, torch
+from .core import ALGORITHMS, PAPERS, check
 from .config import ExperimentConfig
 from .engine import Algorithm, ClientContext, check_hparam
+from .metrics import best_accuracy, final_accuracy, t_reach
+from .repro import Paper, Setting, Claim, Compare, Band, Fails
+
 
 # %% auto #0
-__all__ = ['TINY', 'cosine_loss', 'cosine_correction', 'FedGG']
+__all__ = ['TINY', 'FEDGG_METHODS', 'BETAS', 'PAPER_DATA', 'MINI_DATA', 'MINI_ROUNDS', 'MINI_LOCAL_STEPS', 'MU_GRID',
+           'PAPER_LAMBDAS', 'WIDE_LAMBDAS', 'TABLE_METHODS', 'GRID_METHODS', 'FEDGG_SETTINGS', 'FEDGG_CLAIMS', 'FEDGG',
+           'cosine_loss', 'cosine_correction', 'FedGG', 'speed_up', 'fedgg_cells']
 
 # %% ../nbs/13_fedgg.ipynb #eb04843c
 def cosine_loss(w: torch.Tensor, base: torch.Tensor, g_hat: torch.Tensor) -> torch.Tensor:
@@ -100,3 +106,92 @@ class FedGG(Algorithm):
                 self._log.append(row)
         self._prev = w.clone()
         super().step(ctx)
+
+# %% ../nbs/13_fedgg.ipynb #341b0dc6
+FEDGG_METHODS = {'FedAvg': 'fedavg', 'FedProx': 'fedprox', 'SCAFFOLD': 'scaffold', 'FedGG': 'fedgg'}   # the paper's own method last, as in its tables
+BETAS = (0.5, 0.1)
+PAPER_DATA = {'SVHN': ('svhn', 'mlp', {'hidden': [512]}), 'CIFAR-10': ('cifar10', 'lenet', {}), 'CIFAR-100': ('cifar100', 'vgg16', {})}
+MINI_DATA = {'SVHN': ('digits-svhn', 'mlp', {'hidden': [128]}, "SVHN-like digits on coloured backgrounds (embedded, not SVHN); the MLP 128 wide"),
+             'CIFAR-10': ('digits-mnistm', 'lenet', {}, 'MNIST digits over colour textures (embedded, not CIFAR-10)'),
+             'CIFAR-100': ('digits-domains-40', 'lenet', {}, "four digit domains' 40 (domain, digit) pairs (embedded, not CIFAR-100); the LeNet for VGG-16")}
+MINI_ROUNDS, MINI_LOCAL_STEPS = 20, 8
+MU_GRID = (1.0, 0.1, 0.01, 0.001)                                # Figure 3(a); the text's "001" is 0.001
+PAPER_LAMBDAS = (1e-7, 5e-8, 1e-8)                               # Figure 3(b)
+WIDE_LAMBDAS = tuple(10.0 ** -k for k in range(8, -1, -1))       # 1e-8 ... 1: where does divergence begin?
+
+def _fedgg_setting(data: str, beta: float, methods: dict) -> Setting:
+    "`methods` ({name: params}) on `data` split by Dir(`beta`) over ten clients, as the paper trains, and its mini scale on embedded digits."
+    dataset, model, model_params = PAPER_DATA[data]
+    common = dict(dataset=dataset, partition='dirichlet', partition_params={'alpha': beta}, model=model, model_params=model_params,
+                  num_clients=10, clients_per_round=10, rounds=100, local_epochs=5, batch_size=64, lr=0.01, momentum=0.9, weighting='samples')
+    small, small_model, small_params, stand_in = MINI_DATA[data]
+    mini = dict(dataset=small, model=small_model, model_params=small_params, rounds=MINI_ROUNDS, local_steps=MINI_LOCAL_STEPS)
+    why = (f'{MINI_ROUNDS} rounds of {MINI_LOCAL_STEPS} local steps (the paper: 100 rounds of 5 epochs, 40 to 390 steps a round), '
+           'so that every FedGG artefact fits 15 minutes on two cores')
+    return Setting(common, {m: {'params': p} for m, p in methods.items()}, mini=mini, stand_in=stand_in, why=why)
+
+TABLE_METHODS = {'FedAvg': {}, 'FedProx': {'mu': 0.01, 'convention': 'half'}, 'SCAFFOLD': {'correction': 'step'}, 'FedGG': {'mu': 0.01}}
+GRID_METHODS = {**{f'FedGG (μ={mu:g})': {'mu': mu} for mu in MU_GRID},
+                **{f'FedGG (λ={lam:g})': {'weight': 'fixed', 'lam': lam} for lam in sorted(set(PAPER_LAMBDAS + WIDE_LAMBDAS))}}
+FEDGG_METHODS = {**{m: 'fedgg' for m in GRID_METHODS}, **FEDGG_METHODS}       # Figure 3's variants; FedGG itself still last
+FEDGG_SETTINGS = {**{f'{d} (β={b})': _fedgg_setting(d, b, TABLE_METHODS) for b in BETAS for d in PAPER_DATA},
+                  'CIFAR-10 (β=0.5), Figure 3': _fedgg_setting('CIFAR-10', 0.5, GRID_METHODS)}
+
+# %% ../nbs/13_fedgg.ipynb #49c824b5
+def speed_up(budget: int, rounds: float) -> float:
+    "The paper's speed-up, `budget / rounds` truncated (not rounded) to two decimals; NaN where the target was never reached."
+    return math.floor(budget / rounds * 100 + 1e-9) / 100 if np.isfinite(rounds) else math.nan
+
+def fedgg_cells(runs: dict, chance: float, health: dict) -> list[dict]:
+    "Best accuracy, rounds to FedAvg's final accuracy and the speed-up, FedGG's margin over the best baseline, best accuracy less FedAvg's, traffic over FedAvg's; one setting and seed."
+    best = {m: best_accuracy(c) for m, c in runs.items()}
+    out = [dict(method=m, metric='best ACC', value=v) for m, v in best.items()]
+    if 'FedAvg' not in runs: return out
+    target, budget = final_accuracy(runs['FedAvg']), int(runs['FedAvg']['round'].max())
+    h = 'ok' if health.get('FedAvg', 'ok') == 'ok' else f"reference FedAvg {health['FedAvg']}"
+    sent = lambda c: c.loc[c['round'] >= 1, 'up_params'].mean()
+    for m, c in runs.items():
+        r = t_reach(c, target)
+        out += [dict(method=m, metric='rounds to target', value=math.inf if np.isnan(r) else r, health=h),
+                dict(method=m, metric='speed-up', value=speed_up(budget, r), health=h),
+                dict(method=m, metric="upload / FedAvg's", value=float(sent(c) / sent(runs['FedAvg'])))]
+        if m != 'FedAvg': out.append(dict(method=m, metric="best ACC − FedAvg's", value=best[m] - best['FedAvg'], health=h))
+    if 'FedGG' in best:
+        others = [m for m in best if m != 'FedGG']
+        bad = [f'{m} {health[m]}' for m in others if health.get(m, 'ok') != 'ok']
+        out.append(dict(method='FedGG', metric='margin over the best baseline', value=best['FedGG'] - max(best[m] for m in others),
+                        health='ok' if not bad else 'baseline ' + '; '.join(bad)))
+    return out
+
+# %% ../nbs/13_fedgg.ipynb #2ad380f8
+_TABLES = [f'{d} (β={b})' for b in BETAS for d in PAPER_DATA]
+_BASELINES = ('FedAvg', 'FedProx', 'SCAFFOLD')
+_GRID = 'CIFAR-10 (β=0.5), Figure 3'
+_higher = lambda st, metric, a, b, **kw: Compare(st, metric, a, b, 'higher', **kw)
+FEDGG_CLAIMS = [
+    Claim('C1', "FedGG's highest accuracy is at least every baseline's in all six settings (Tables 1 and 2)",
+          tuple(_higher(st, 'best ACC', 'FedGG', m) for st in _TABLES for m in _BASELINES)),
+    Claim('C2', 'At β = 0.1 FedGG leads the second-best method, by about 0.5 (SVHN), 2.2 (CIFAR-10) and 1.9 points (CIFAR-100: the '
+                "table's number; the text says 2.9) (Table 2)", tuple(Band(f'{d} (β=0.1)', 'FedGG', 'margin over the best baseline', lo=0) for d in PAPER_DATA)),
+    Claim('C3', 'At β = 0.5 the margins are smaller than at β = 0.1: 0.3, 1.0 and 0.6 points (Tables 1 and 2)',
+          tuple(_higher(f'{d} (β=0.1)', 'margin over the best baseline', 'FedGG', 'FedGG', setting_b=f'{d} (β=0.5)') for d in PAPER_DATA)),
+    Claim('C4', 'Every method loses accuracy from β = 0.5 to β = 0.1 on every dataset (Tables 1 and 2)',
+          tuple(_higher(f'{d} (β=0.5)', 'best ACC', m, m, setting_b=f'{d} (β=0.1)') for d in PAPER_DATA for m in (*_BASELINES, 'FedGG'))),
+    Claim('C5', "FedGG reaches FedAvg's round-100 accuracy first in every setting, in 65, 47 and 70 rounds at β = 0.5 and 75, 38 and 57 at "
+                'β = 0.1 (Tables 3 and 4)', tuple(Compare(st, 'rounds to target', 'FedGG', m) for st in _TABLES for m in _BASELINES)),
+    Claim('C6', "FedProx stays within about a point of FedAvg's best accuracy, except on CIFAR-100 at β = 0.1, where it is two points below "
+                '(Tables 1 and 2)', tuple(Band(st, 'FedProx', "best ACC − FedAvg's", lo=-0.01, hi=0.01) for st in _TABLES if st != 'CIFAR-100 (β=0.1)')
+                                   + (_higher('CIFAR-100 (β=0.1)', 'best ACC', 'FedAvg', 'FedProx'),)),
+    Claim('C7', 'Of μ ∈ {0.001, 0.01, 0.1, 1}, μ = 0.01 gives the best accuracy, and every μ trains stably (Figure 3a)',
+          tuple(_higher(_GRID, 'best ACC', 'FedGG (μ=0.01)', f'FedGG (μ={mu:g})') for mu in MU_GRID if mu != 0.01)),
+    Claim('C8', "With a fixed weight, λ = 5·10⁻⁸ is the best of the paper's grid and λ = 10⁻⁷ diverges (Figure 3b)",
+          (_higher(_GRID, 'best ACC', 'FedGG (λ=5e-08)', 'FedGG (λ=1e-08)'), _higher(_GRID, 'best ACC', 'FedGG (λ=5e-08)', 'FedGG (λ=1e-07)'),
+           Fails(_GRID, 'FedGG (λ=1e-07)', 'best ACC'))),
+    Claim('C9', "FedGG sends what FedAvg sends each round, and SCAFFOLD uploads twice as much (§4)",
+          tuple(c for st in _TABLES for c in (Band(st, 'FedGG', "upload / FedAvg's", lo=0.999, hi=1.001),
+                                              Band(st, 'SCAFFOLD', "upload / FedAvg's", lo=1.999, hi=2.001)))),
+]
+
+FEDGG = PAPERS.register('fedgg', Paper(
+    'fedgg', 'Qilong Wu, Lin Liu and Shibei Xue, *Global Update Guided Federated Learning*, arXiv:2204.03920, 2022',
+    FEDGG_METHODS, FEDGG_SETTINGS, fedgg_cells, claims=FEDGG_CLAIMS))
