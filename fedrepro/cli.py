@@ -90,8 +90,8 @@ def reproduce(name: str, scale: str = 'mini', out='repro_out', seeds=None, devic
     import papermill as pm
     check(name in reproductions(), 'reproduction', name, f'one of {reproductions()}')
     check(scale in SCALES, 'scale', scale, f'one of {list(SCALES)}')
-    extra = extra or {}
-    for k in extra: check(k in job_parameters(name), 'parameter', k, f'one of {job_parameters(name)} (the parameters of {name} beyond --scale, --seeds, --device, --data-root, --out)')
+    extra, own = extra or {}, job_parameters(name) if extra else []      # inspected once, and only when asked
+    for k in extra: check(k in own, 'parameter', k, f'one of {own} (the parameters of {name} beyond --scale, --seeds, --device, --data-root, --out)')
     out = Path(out).resolve(); out.mkdir(parents=True, exist_ok=True)
     params = dict(scale=scale, device=device, data_root=str(Path(data_root).resolve()), out_dir=str(out), **extra)
     if seeds is not None: params['seeds'] = list(seeds)

@@ -304,7 +304,8 @@ def _fedimp_setting(dataset: str, arch: str, rounds: int, methods=('FedAvg', 'Fe
                   local_epochs=10, batch_size=10, momentum=0.0 if text else 0.5, weighting='uniform')
     small, stand_in = MINI_DATA[dataset]
     mini = {'dataset': small, 'rounds': MINI_ROUNDS, 'epochs_divisor': MINI_EPOCHS_DIVISOR}
-    why = [f'{MINI_ROUNDS} rounds (the paper: {rounds}) of E = {10 // MINI_EPOCHS_DIVISOR} (the paper: 10), so that the whole set fits 15 minutes on two cores']
+    epochs = common['local_epochs']
+    why = [f'{MINI_ROUNDS} rounds (the paper: {rounds}) of E = {epochs // MINI_EPOCHS_DIVISOR} (the paper: {epochs}), so that the whole set fits 15 minutes on two cores']
     if model == 'fedavg_cnn':
         mini['model_params'] = {'channels': [8, 16], 'hidden': [128]}
         why.append('the CNN at a quarter of its widths (8/16 filters, FC 128): the full one costs seconds a round on a CPU')
