@@ -13,15 +13,15 @@ from .engine import Algorithm, ClientContext, local_sgd, batch_schedule, check_h
 from .baselines import empirical_fisher
 from .metrics import best_accuracy, final_accuracy, t_reach
 from .results import run_many
-from .repro import Paper, Setting, Claim, Compare, Band, run_health
+from .repro import Paper, Setting, Claim, Compare, Band, run_health, SWEEP_SEEDS
 
 # %% auto #0
 __all__ = ['NORMALIZERS', 'LOW_IMPORTANCE', 'FEDIMP_METHODS', 'ABLATION', 'EWC_LAMBDA', 'L2_MU', 'CODE_MODELS', 'TEXT_MODELS',
            'PROFILES', 'MINI_DATA', 'MINI_LAMBDA', 'RWALK_LAMBDA', 'MINI_RWALK_LAMBDA', 'MINI_ROUNDS',
-           'MINI_EPOCHS_DIVISOR', 'FEDIMP_SETTINGS', 'SWEEP_LAMBDAS', 'SWEEP_SEEDS', 'RWALK_LAMBDAS', 'FEDIMP_CLAIMS',
-           'FEDIMP', 'ewc_penalty', 'batch_mean_fisher', 'normalised_importance', 'convex_weights',
-           'importance_weights', 'FedImp', 'minmax', 'PathScore', 'FedImpRWalk', 'profile_settings', 'lambda_sweep',
-           'stability_limit', 'mini_lambda', 'best_lambda', 'first_round_stiffness', 'fedimp_cells']
+           'MINI_EPOCHS_DIVISOR', 'FEDIMP_SETTINGS', 'SWEEP_LAMBDAS', 'RWALK_LAMBDAS', 'FEDIMP_CLAIMS', 'FEDIMP',
+           'ewc_penalty', 'batch_mean_fisher', 'normalised_importance', 'convex_weights', 'importance_weights',
+           'FedImp', 'minmax', 'PathScore', 'FedImpRWalk', 'profile_settings', 'lambda_sweep', 'stability_limit',
+           'mini_lambda', 'best_lambda', 'first_round_stiffness', 'fedimp_cells']
 
 # %% ../nbs/12_fedimp.ipynb #9d867d5a
 def ewc_penalty(theta: torch.Tensor, anchor: torch.Tensor, fisher: torch.Tensor, lam: float) -> torch.Tensor:
@@ -341,7 +341,6 @@ def profile_settings(settings, profile: str = 'C') -> list:
 
 # %% ../nbs/12_fedimp.ipynb #76ee8f91
 SWEEP_LAMBDAS = (1e5, 1e4, 1e3, 1e2, 10.0)
-SWEEP_SEEDS = (10, 11, 12)               # seeds no verdict uses
 RWALK_LAMBDAS = (0.01, 0.1, 1.0, 10.0, 100.0)
 
 def lambda_sweep(setting: str, methods, lams, seeds, out, rounds: int = 30, workers: int | None = None) -> pd.DataFrame:
