@@ -14,10 +14,10 @@ from .repro import Paper, Setting, Claim, Compare, Band, Fails
 
 
 # %% auto #0
-__all__ = ['TINY', 'FEDGG_METHODS', 'BETAS', 'PAPER_DATA', 'MINI_DATA', 'MINI_ROUNDS', 'MINI_LOCAL_STEPS', 'MU_GRID',
-           'PAPER_LAMBDAS', 'WIDE_LAMBDAS', 'TABLE_METHODS', 'GRID_METHODS', 'GRID_SETTING', 'FEDGG_SETTINGS',
-           'TABLE_SETTINGS', 'FEDGG_CLAIMS', 'FEDGG', 'cosine_loss', 'cosine_correction', 'FedGG', 'speed_up',
-           'fedgg_cells']
+__all__ = ['TINY', 'FEDGG_METHODS', 'BETAS', 'PAPER_DATA', 'MINI_DATA', 'MINI_ROUNDS', 'MINI_LOCAL_STEPS', 'SWEEP_LRS', 'MINI_LR',
+           'MU_GRID', 'PAPER_LAMBDAS', 'WIDE_LAMBDAS', 'TABLE_METHODS', 'GRID_METHODS', 'GRID_SETTING',
+           'FEDGG_SETTINGS', 'TABLE_SETTINGS', 'EARLY_ROUNDS', 'MECHANISM', 'FEDGG_CLAIMS', 'FEDGG', 'cosine_loss',
+           'cosine_correction', 'FedGG', 'speed_up', 'fedgg_cells', 'mechanism_cells', 'plot_mechanism']
 
 # %% ../nbs/13_fedgg.ipynb #eb04843c
 def cosine_loss(w: torch.Tensor, base: torch.Tensor, g_hat: torch.Tensor) -> torch.Tensor:
@@ -115,7 +115,10 @@ PAPER_DATA = {'SVHN': ('svhn', 'mlp', {'hidden': [512]}), 'CIFAR-10': ('cifar10'
 MINI_DATA = {'SVHN': ('digits-svhn', 'mlp', {'hidden': [128]}, "SVHN-like digits on coloured backgrounds (embedded, not SVHN); the MLP 128 wide"),
              'CIFAR-10': ('digits-mnistm', 'lenet', {}, 'MNIST digits over colour textures (embedded, not CIFAR-10)'),
              'CIFAR-100': ('digits-domains-40', 'lenet', {}, "four digit domains' 40 (domain, digit) pairs (embedded, not CIFAR-100); the LeNet for VGG-16")}
-MINI_ROUNDS, MINI_LOCAL_STEPS = 20, 8
+MINI_ROUNDS, MINI_LOCAL_STEPS = 18, 8
+SWEEP_LRS = (0.01, 0.03, 0.1)                                    # mini's lr sweep: the paper's rate and two half-decades above
+MINI_LR = {'SVHN (β=0.5)': 0.03, 'CIFAR-10 (β=0.5)': 0.03, 'CIFAR-100 (β=0.5)': 0.03,   # `mini_lr` of that sweep on `SWEEP_SEEDS`,
+           'SVHN (β=0.1)': 0.01, 'CIFAR-10 (β=0.1)': 0.03, 'CIFAR-100 (β=0.1)': 0.03}   # one rate for every method of a setting
 MU_GRID = (1.0, 0.1, 0.01, 0.001)                                # Figure 3(a); the text's "001" is 0.001
 PAPER_LAMBDAS = (1e-7, 5e-8, 1e-8)                               # Figure 3(b)
 WIDE_LAMBDAS = tuple(10.0 ** -k for k in range(8, -1, -1))       # 1e-8 ... 1: where does divergence begin?
@@ -126,9 +129,11 @@ def _fedgg_setting(data: str, beta: float, methods: dict) -> Setting:
     common = dict(dataset=dataset, partition='dirichlet', partition_params={'alpha': beta}, model=model, model_params=model_params,
                   num_clients=10, clients_per_round=10, rounds=100, local_epochs=5, batch_size=64, lr=0.01, momentum=0.9, weighting='samples')
     small, small_model, small_params, stand_in = MINI_DATA[data]
-    mini = dict(dataset=small, model=small_model, model_params=small_params, rounds=MINI_ROUNDS, local_steps=MINI_LOCAL_STEPS)
+    lr = MINI_LR[f'{data} (β={beta})']
+    mini = dict(dataset=small, model=small_model, model_params=small_params, rounds=MINI_ROUNDS, local_steps=MINI_LOCAL_STEPS, lr=lr)
     why = (f'{MINI_ROUNDS} rounds of {MINI_LOCAL_STEPS} local steps (the paper: 100 rounds of 5 epochs, 40 to 390 steps a round), '
-           'so that every FedGG artefact fits 15 minutes on two cores')
+           f'so that every FedGG artefact fits 15 minutes on two cores; lr {lr:g} for every method (the paper: 0.01), '
+           'the rate at which the most runs learned without diverging on seeds 10-12 (`mini_lr`)')
     return Setting(common, {m: {'params': p} for m, p in methods.items()}, mini=mini, stand_in=stand_in, why=why)
 
 TABLE_METHODS = {'FedAvg': {}, 'FedProx': {'mu': 0.01, 'convention': 'half'}, 'SCAFFOLD': {'correction': 'step'}, 'FedGG': {'mu': 0.01}}
@@ -149,6 +154,7 @@ def fedgg_cells(runs: dict, chance: float, health: dict) -> list[dict]:
     "Best accuracy, rounds to FedAvg's final accuracy and the speed-up, FedGG's margin over the best baseline, best accuracy less FedAvg's, traffic over FedAvg's; one setting and seed."
     best = {m: best_accuracy(c) for m, c in runs.items()}
     out = [dict(method=m, metric='best ACC', value=v) for m, v in best.items()]
+    out += [cell for m, c in runs.items() if 'lam' in c for cell in mechanism_cells(m, c)]
     if 'FedAvg' not in runs: return out
     target, budget = final_accuracy(runs['FedAvg']), int(runs['FedAvg']['round'].max())
     h = 'ok' if health.get('FedAvg', 'ok') == 'ok' else f"reference FedAvg {health['FedAvg']}"
@@ -165,6 +171,33 @@ def fedgg_cells(runs: dict, chance: float, health: dict) -> list[dict]:
         out.append(dict(method='FedGG', metric='margin over the best baseline', value=best['FedGG'] - max(best[m] for m in others),
                         health='ok' if not bad else 'baseline ' + '; '.join(bad)))
     return out
+
+EARLY_ROUNDS = 5     # "early in training": the first five rounds that have a previous global update
+
+def mechanism_cells(method: str, c: pd.DataFrame) -> list[dict]:
+    "C10's cells of a FedGG run: the rank correlation of λ and of the step length $s_m$ with the round (negative: they fall), the cosine of consecutive global updates over its first `EARLY_ROUNDS` rounds, the mean local displacement cosine c, and the median round's correction length over the cross-entropy gradient's."
+    d = c.dropna(subset=['lam'])
+    trend = lambda k: d['round'].corr(d[k], method='spearman') if d[k].nunique() > 1 else math.nan
+    cells = {'λ trend': trend('lam'), 's_m trend': trend('step_len'), 'update cos, early': c['update_cos'].dropna().head(EARLY_ROUNDS).mean(),
+             'c': d['cos'].mean(), 'correction / gradient': d['grad_ratio'].median()}   # median: near a fitted client's optimum the gradient vanishes
+    return [dict(method=method, metric=k, value=float(v)) for k, v in cells.items() if np.isfinite(v)]   # a fixed λ has no trend; μ = 0 no correction
+
+MECHANISM = {'lam': 'λ (eq. 12)', 'step_len': 'step length $s_m$', 'update_cos': 'cos(Δw$^{r-1}$, Δw$^r$)', 'cos': 'local displacement cosine c'}
+
+def plot_mechanism(curves: pd.DataFrame, scale: str, method: str = 'FedGG'):
+    "C10 per round: the means over a round's local steps of what `method` logs (`MECHANISM`), one line a setting, its stand-in named (mean ± sd over the seeds)."
+    import matplotlib.pyplot as plt, seaborn as sns
+    c = curves[curves['method'] == method].assign(setting=lambda d: d['setting'].map(lambda st: FEDGG.label(st, scale)))
+    fig, axes = plt.subplots(1, len(MECHANISM), figsize=(4.2 * len(MECHANISM), 3.4))
+    for ax, (k, label) in zip(axes, MECHANISM.items()):
+        sns.lineplot(data=c, x='round', y=k, hue='setting', errorbar='sd', ax=ax, legend=ax is axes[-1])
+        ax.set(title=label, xlabel='round', ylabel='', yscale='log' if k in ('lam', 'step_len') else 'linear')
+        ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
+    handles, labels = axes[-1].get_legend_handles_labels()
+    axes[-1].get_legend().remove()
+    fig.legend(handles, labels, loc='lower center', ncol=2, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.06 * (len(labels) + 1) / 2, 1, 1))
+    return fig
 
 # %% ../nbs/13_fedgg.ipynb #2c3a862d
 _BASELINES = ('FedAvg', 'FedProx', 'SCAFFOLD')
@@ -191,6 +224,12 @@ FEDGG_CLAIMS = [
     Claim('C9', "FedGG sends what FedAvg sends each round, and SCAFFOLD uploads twice as much (§4)",
           tuple(c for st in TABLE_SETTINGS for c in (Band(st, 'FedGG', "upload / FedAvg's", lo=0.999, hi=1.001),
                                               Band(st, 'SCAFFOLD', "upload / FedAvg's", lo=1.999, hi=2.001)))),
+    Claim('C10', 'The mechanism (§3): λ and the step length $s_m$ fall as the rounds go on; consecutive global updates point alike early in '
+                 "training (our reading of 'high': their cosine over the first five rounds above 0.5); FedGG's local displacement cosine c is "
+                 "higher than FedAvg's (FedAvg's c read from the λ = 10⁻⁸ run, whose correction is a vanishing part of the gradient)",
+          tuple(b for st in TABLE_SETTINGS for b in (Band(st, 'FedGG', 'λ trend', hi=0), Band(st, 'FedGG', 's_m trend', hi=0),
+                                                      Band(st, 'FedGG', 'update cos, early', lo=0.5)))
+          + (_higher(GRID_SETTING, 'c', 'FedGG (μ=0.01)', 'FedGG (λ=1e-08)'),)),
 ]
 
 FEDGG = PAPERS.register('fedgg', Paper(
