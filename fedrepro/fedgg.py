@@ -10,7 +10,7 @@ from .core import ALGORITHMS, PAPERS, check
 from .config import ExperimentConfig
 from .engine import Algorithm, ClientContext, check_hparam
 from .metrics import best_accuracy, final_accuracy, t_reach
-from .repro import Paper, Setting, Claim, Compare, Band, Fails
+from .repro import Paper, Setting, Claim, Compare, Band, Fails, SWEEP_SEEDS
 
 
 # %% auto #0
@@ -133,7 +133,7 @@ def _fedgg_setting(data: str, beta: float, methods: dict) -> Setting:
     mini = dict(dataset=small, model=small_model, model_params=small_params, rounds=MINI_ROUNDS, local_steps=MINI_LOCAL_STEPS, lr=lr)
     why = (f'{MINI_ROUNDS} rounds of {MINI_LOCAL_STEPS} local steps (the paper: 100 rounds of 5 epochs, 40 to 390 steps a round), '
            f'so that every FedGG artefact fits 15 minutes on two cores; lr {lr:g} for every method (the paper: 0.01), '
-           'the rate at which the most runs learned without diverging on seeds 10-12 (`mini_lr`)')
+           f"the rate at which the most runs learned without diverging on seeds {', '.join(map(str, SWEEP_SEEDS))} (`mini_lr`)")
     return Setting(common, {m: {'params': p} for m, p in methods.items()}, mini=mini, stand_in=stand_in, why=why)
 
 TABLE_METHODS = {'FedAvg': {}, 'FedProx': {'mu': 0.01, 'convention': 'half'}, 'SCAFFOLD': {'correction': 'step'}, 'FedGG': {'mu': 0.01}}
@@ -151,7 +151,7 @@ def speed_up(budget: int, rounds: float) -> float:
     return math.floor(budget / rounds * 100 + 1e-9) / 100 if np.isfinite(rounds) else math.nan
 
 def fedgg_cells(runs: dict, chance: float, health: dict) -> list[dict]:
-    "Best accuracy, rounds to FedAvg's final accuracy and the speed-up, FedGG's margin over the best baseline, best accuracy less FedAvg's, traffic over FedAvg's; one setting and seed."
+    "Best accuracy, rounds to FedAvg's final accuracy and the speed-up, FedGG's margin over the best baseline, best accuracy less FedAvg's, traffic over FedAvg's, and each FedGG run's mechanism (`mechanism_cells`); one setting and seed."
     best = {m: best_accuracy(c) for m, c in runs.items()}
     out = [dict(method=m, metric='best ACC', value=v) for m, v in best.items()]
     out += [cell for m, c in runs.items() if 'lam' in c for cell in mechanism_cells(m, c)]
