@@ -8,10 +8,10 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 from .core import ALGORITHMS, FlatModel, check
-from .engine import Algorithm, ClientContext, local_sgd, weighted_mean, check_hparam
+from .engine import Algorithm, ClientContext, local_sgd, weighted_mean, check_hparam, batch_schedule
 
 # %% auto #0
-__all__ = ['prox_penalty', 'FedProx', 'Scaffold', 'empirical_fisher', 'FedCurv']
+__all__ = ['prox_penalty', 'FedProx', 'Scaffold', 'empirical_fisher', 'minibatch_fisher', 'fisher_batches', 'FedCurv']
 
 # %% ../nbs/05a_baselines.ipynb #4c9d9992
 def _check_number(params: dict, key: str, minimum: float = 0.0, strict: bool = False):
@@ -129,20 +129,46 @@ def empirical_fisher(fm: FlatModel, x: torch.Tensor, y: torch.Tensor, chunk: int
     return total / len(y)
 
 # %% ../nbs/05a_baselines.ipynb #659b7566
+def minibatch_fisher(fm: FlatModel, batches) -> torch.Tensor:
+    "The mean over `batches` of `(x, y)` of the squared gradient of the batch-mean cross-entropy at `fm`'s parameters (flat, params only)."
+    total, m = torch.zeros_like(fm.grad), 0
+    for x, y in batches:
+        fm.grad.zero_()
+        F.cross_entropy(fm.model(x), y).backward()
+        total.add_(fm.grad.square())
+        m += 1
+    fm.grad.zero_()
+    return total / m
+
+def fisher_batches(n: int, batch_size: int, budget: int, generator=None):
+    "Positions `0..n-1` in the batches of one shuffled pass, up to the first batch that takes the count past `budget` (FedNTD's loop)."
+    seen = 0
+    for pos in batch_schedule(n, batch_size, 1, None, generator):
+        yield pos
+        seen += len(pos)
+        if seen > budget: return
+
+_VARIANTS = {'fedreg': "'fedreg' (FedReg's code: the last round's clients, own term included, per-sample Fisher over all data)",
+             'fedntd': "'fedntd' (FedNTD's code: every client's latest but its own, mini-batch Fisher over fisher_samples)"}
+
 @ALGORITHMS.register('fedcurv')
 class FedCurv(Algorithm):
-    "FedCurv as FedReg's code has it: $\\lambda\\sum(u\\odot\\theta^2-2v\\odot\\theta)$ with the previous round's Fisher sums $u$, $v$."
+    "FedCurv: $\\lambda\\sum(u\\odot\\theta^2-2v\\odot\\theta)$ with Fisher sums $u$, $v$: of the previous round's clients ('fedreg') or of every client's latest but the client's own ('fedntd')."
     name = 'fedcurv'
-    hparams = {'lam': 1e-4}
+    hparams = {'lam': 1e-4, 'variant': 'fedreg', 'fisher_samples': 500}
 
     def __init__(self, cfg, x0: torch.Tensor):
         super().__init__(cfg, x0)
-        self.u = self.v = None                         # Σ F_k and Σ F_k ⊙ θ_k of the last round's clients; None before round 2
+        self.u = self.v = None                         # the Fisher sums the server broadcasts; None before round 2
 
     @classmethod
     def check_params(cls, params: dict):
         super().check_params(params)
-        _check_number({**cls.hparams, **params}, 'lam')
+        p = {**cls.hparams, **params}
+        _check_number(p, 'lam')
+        check(p['variant'] in _VARIANTS, "params['variant']", p['variant'], ' or '.join(_VARIANTS.values()))
+        check(isinstance(p['fisher_samples'], int) and not isinstance(p['fisher_samples'], bool) and p['fisher_samples'] >= 1,
+              "params['fisher_samples']", p['fisher_samples'], "an integer >= 1: the samples variant 'fedntd' estimates the Fisher on (FedNTD: 500)")
 
     def broadcast(self) -> dict: return {'x': self.x, 'u': self.u, 'v': self.v}
     def payload(self, d: int) -> dict: return {'up': 3 * d, 'down': 3 * d}
@@ -150,17 +176,30 @@ class FedCurv(Algorithm):
     def load_state_dict(self, sd: dict): self.x, self.u, self.v = sd['x'], sd['u'], sd['v']
 
     def fisher(self, ctx: ClientContext) -> torch.Tensor:
-        "The client's diagonal empirical Fisher at its current (trained) parameters, over all its training samples."
-        ctx.model.eval()
+        "The client's diagonal Fisher at its current (trained) parameters: per-sample over all its data ('fedreg'), or per mini-batch over `fisher_samples` ('fedntd')."
         data, idx = ctx.data, ctx.indices
-        return empirical_fisher(ctx.fm, data.prepare(data.x_train.index_select(0, idx), True, ctx.generator), data.y_train.index_select(0, idx))
+        batch = lambda i: (data.prepare(data.x_train.index_select(0, i), True, ctx.generator), data.y_train.index_select(0, i))
+        if self.hp['variant'] == 'fedntd':
+            ctx.model.train()
+            pos = fisher_batches(ctx.n, ctx.batch_size, self.hp['fisher_samples'], ctx.generator)
+            return minibatch_fisher(ctx.fm, (batch(idx[p.to(idx.device)]) for p in pos))
+        ctx.model.eval()
+        return empirical_fisher(ctx.fm, *batch(idx))
 
     def client_update(self, ctx: ClientContext, down: dict, state=None):
-        self._u, self._neg_v = down['u'], (None if down['v'] is None else -down['v'])
+        "Local training with the penalty, then the Fisher pair $(F, F\\odot\\theta)$ at the trained model; 'fedntd' excludes the client's own last pair (`state`) and uploads its change."
+        own = state if self.hp['variant'] == 'fedntd' else None
+        u, v = down['u'], down['v']
+        if own is not None and u is not None: u, v = u - own[0].to(u.device), v - own[1].to(v.device)
+        self._u, self._neg_v = u, (None if v is None else -v)
         ctx.fm.load_(down['x'])
         local_sgd(ctx, self)
+        x = ctx.fm.snapshot()
         f = self.fisher(ctx)
-        return {'x': ctx.fm.snapshot(), 'n': ctx.n, 'u': f, 'v': f * ctx.fm.params}, state
+        fv = f * x[:ctx.fm.num_params]
+        if self.hp['variant'] == 'fedreg': return {'x': x, 'n': ctx.n, 'u': f, 'v': fv}, state
+        du, dv = (f, fv) if own is None else (f - own[0].to(f.device), fv - own[1].to(f.device))
+        return {'x': x, 'n': ctx.n, 'u': du, 'v': dv}, (f.cpu(), fv.cpu())
 
     def step(self, ctx: ClientContext):
         "Add the penalty's gradient $2\\lambda(u\\odot\\theta - v)$, then the SGD step."
@@ -168,7 +207,8 @@ class FedCurv(Algorithm):
         super().step(ctx)
 
     def aggregate(self, ups: list[dict]):
-        "FedAvg's model; the Fisher sums $u=\\sum_k F_k$, $v=\\sum_k F_k\\odot\\theta_k$ over this round's clients."
+        "FedAvg's model; the Fisher sums: $u=\\sum_k F_k$, $v=\\sum_k F_k\\odot\\theta_k$ over this round's clients ('fedreg'), or $U$, $V$ moved by the clients' changes ('fedntd')."
         super().aggregate(ups)
-        self.u = torch.stack([u['u'] for u in ups]).sum(0)
-        self.v = torch.stack([u['v'] for u in ups]).sum(0)
+        u, v = torch.stack([r['u'] for r in ups]).sum(0), torch.stack([r['v'] for r in ups]).sum(0)
+        if self.hp['variant'] == 'fedntd' and self.u is not None: u, v = self.u + u, self.v + v
+        self.u, self.v = u, v

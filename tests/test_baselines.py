@@ -133,9 +133,10 @@ def stop_after(k):
     return cb
 
 
-@pytest.mark.parametrize('algorithm', ['scaffold', 'fedcurv'])
-def test_interrupted_run_resumes_to_identical_metrics(tmp_path, algorithm):
-    cfg = cfg_of(algorithm, {'lam': 0.1} if algorithm == 'fedcurv' else {}, rounds=3, clients_per_round=2)
+@pytest.mark.parametrize('algorithm, params', [('scaffold', {}), ('fedcurv', {'lam': 0.1}), ('fedcurv', {'lam': 0.1, 'variant': 'fedntd'})])
+def test_interrupted_run_resumes_to_identical_metrics(tmp_path, algorithm, params):
+    "FedCurv 'fedntd': the server's sums and each client's own last Fisher pair (in the store) survive a restart."
+    cfg = cfg_of(algorithm, params, rounds=4 if params.get('variant') else 3, clients_per_round=2)
     full = run(cfg, tmp_path / 'a')
     with pytest.raises(Stop):
         run(cfg, tmp_path / 'b', callbacks=[stop_after(1)])
@@ -198,7 +199,8 @@ def test_declared_payloads(tmp_path, algorithm, up, down):
     ('fedprox', {'convention': 'quarter'}, "params['convention']"), ('fedprox', {'from_round': 0}, "params['from_round']"),
     ('fedprox', {'lam': 1.0}, "params['lam']"), ('scaffold', {'global_lr': 0.0}, "params['global_lr']"),
     ('scaffold', {'global_lr': True}, "params['global_lr']"), ('fedcurv', {'lam': -1e-4}, "params['lam']"),
-    ('fedcurv', {'mu': 0.1}, "params['mu']")])
+    ('fedcurv', {'mu': 0.1}, "params['mu']"), ('fedcurv', {'variant': 'shoham'}, "params['variant']"),
+    ('fedcurv', {'fisher_samples': 0}, "params['fisher_samples']"), ('fedcurv', {'fisher_samples': 500.0}, "params['fisher_samples']")])
 def test_bad_params_are_refused(algorithm, params, msg):
     with pytest.raises(ValueError, match=msg.replace('[', r'\[').replace(']', r'\]')):
         ExperimentConfig(algorithm=algorithm, params=params)
