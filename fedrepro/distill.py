@@ -12,7 +12,7 @@ from .engine import Algorithm, ClientContext, local_sgd, check_hparam
 
 # %% auto #0
 __all__ = ['FrozenModel', 'TeacherMixin', 'moon_contrastive', 'MOON', 'not_true_logits', 'ntd_loss', 'FedNTD',
-           'credibility_matrix', 'fedcad_loss', 'FedCAD']
+           'credibility_matrix', 'RoundCredibility', 'fedcad_loss', 'FedCAD']
 
 # %% ../nbs/05b_distill.ipynb #a449aa5b
 class FrozenModel:
@@ -118,6 +118,20 @@ def credibility_matrix(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
     model.train(was_training)
     return (counts / counts.sum(1, keepdim=True).clamp(min=1)).float()
 
+class RoundCredibility:
+    "The server's credibility matrix $A^t$ of the broadcast model on the auxiliary set $D_V$, computed once per round."
+    @staticmethod
+    def require_aux(cfg, why: str):
+        "Refuse a config without an auxiliary set, saying what the method needs it for."
+        check(cfg.aux_per_class > 0, 'aux_per_class', cfg.aux_per_class, f"> 0: {why} (FedSSD: 64)")
+    def credibility(self, ctx: ClientContext, teacher: FrozenModel) -> torch.Tensor:
+        "$A^t$ of `teacher` (loaded with the broadcast model) on `ctx.data`'s auxiliary set, the first time round `ctx.round` asks."
+        if getattr(self, '_credibility_round', None) != ctx.round:
+            d = ctx.data
+            self._credibility = credibility_matrix(teacher.model, d.x_aux, d.y_aux, d.num_classes, d.prepare)
+            self._credibility_round = ctx.round
+        return self._credibility
+
 def fedcad_loss(logits: torch.Tensor, global_logits: torch.Tensor, y: torch.Tensor, recall: torch.Tensor) -> torch.Tensor:
     "Reconstructed FedCAD term: batch mean of `recall[y]` × KL(softmax(global) ‖ softmax(local)), temperature 1."
     kl = F.kl_div(F.log_softmax(logits, 1), F.softmax(global_logits.detach(), 1), reduction='none').sum(1)
@@ -125,17 +139,15 @@ def fedcad_loss(logits: torch.Tensor, global_logits: torch.Tensor, y: torch.Tens
 
 # %% ../nbs/05b_distill.ipynb #dd22af20
 @ALGORITHMS.register('fedcad')
-class FedCAD(TeacherMixin, Algorithm):
+class FedCAD(RoundCredibility, TeacherMixin, Algorithm):
     "FedCAD, RECONSTRUCTED baseline (no public definition; our reconstruction): CE + `beta` × mean of recall[y] × KL(global ‖ local)."
     name, hparams = 'fedcad', {'beta': 1.0}
     description = ('FedCAD (He et al. 2022), reconstructed baseline: the paper gives no formula; '
                    'class-recall-weighted KL distillation from the global model, as reconstructed here')
 
     def __init__(self, cfg, x0):
-        check(cfg.aux_per_class > 0, 'aux_per_class', cfg.aux_per_class,
-              "> 0: FedCAD weights distillation by the global model's recall on the server's auxiliary set (FedSSD: 64)")
+        self.require_aux(cfg, "FedCAD weights distillation by the global model's recall on the server's auxiliary set")
         super().__init__(cfg, x0)
-        self._recall_round, self._recall = None, None
 
     @classmethod
     def check_params(cls, params: dict):
@@ -145,17 +157,13 @@ class FedCAD(TeacherMixin, Algorithm):
     def payload(self, d: int) -> dict:
         return {'up': d, 'down': d + DATASETS[self.cfg.dataset].num_classes}   # the model and the K class recalls
 
-    def class_recall(self, ctx: ClientContext, x: torch.Tensor) -> torch.Tensor:
+    def class_recall(self, ctx: ClientContext) -> torch.Tensor:
         "The recall $a_k = A_{k,k}$ of the broadcast model on the auxiliary set: the server's work, once per round."
-        if self._recall_round != ctx.round:
-            d = ctx.data
-            self._recall = credibility_matrix(self._glob.model, d.x_aux, d.y_aux, d.num_classes, d.prepare).diagonal().clone()
-            self._recall_round = ctx.round
-        return self._recall
+        return self.credibility(ctx, self._glob).diagonal()
 
     def client_update(self, ctx: ClientContext, down: dict, state=None):
         self._glob = self.frozen(ctx, 'global').load_(down['x'])
-        self._a = self.class_recall(ctx, down['x'])
+        self._a = self.class_recall(ctx)
         return super().client_update(ctx, down, state)
 
     def loss(self, ctx, x, y, logits, z):
