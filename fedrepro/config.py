@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses, hashlib, inspect, json, math, re
 from dataclasses import dataclass, field, fields
 from .core import check, bad_value, load_modules, DATASETS, PARTITIONS, MODELS, ALGORITHMS
+from .data import AUX_FROM, AUX_FROM_ALLOWED
 
 # %% auto #0
 __all__ = ['model_options', 'ExperimentConfig']
@@ -42,7 +43,7 @@ class ExperimentConfig:
     weighting: str = 'samples'       # server mean weighted by client 'samples' or 'uniform'
     partition_params: dict = field(default_factory=dict)  # the scheme's parameters: classes_per_client, alpha, shards_per_client, ...
     aux_per_class: int = 0           # a server-side auxiliary set of this many samples per class (FedSSD: 64) ...
-    aux_from: str = 'train'          # ... taken out of the clients' data ('train') or out of the test set ('test')
+    aux_from: str = 'train'          # ... taken out of the clients' data ('train'), drawn from it and left there ('train_overlap'), or out of the test set ('test')
     test_size: int = 0               # evaluate on a fixed random `test_size` of the test set, the same for every seed (0: all of it)
     seed: int = 0
     eval_every: int = 1
@@ -75,7 +76,7 @@ class ExperimentConfig:
         for k, v in self.model_params.items(): check(k in options, f'model_params[{k!r}]', v, f'an option of model {self.model!r}: one of {sorted(options)}')
         check(isinstance(self.aux_per_class, int) and self.aux_per_class >= 0, 'aux_per_class', self.aux_per_class, 'an integer >= 0')
         check(isinstance(self.test_size, int) and not isinstance(self.test_size, bool) and self.test_size >= 0, 'test_size', self.test_size, 'an integer >= 0 (0: the whole test set)')
-        check(self.aux_from in ('train', 'test'), 'aux_from', self.aux_from, "'train' or 'test'")
+        check(self.aux_from in AUX_FROM, 'aux_from', self.aux_from, AUX_FROM_ALLOWED)
         check(isinstance(self.download, bool), 'download', self.download, 'True or False')
 
     def _check_partition_params(self):

@@ -13,8 +13,8 @@ from .core import check, bad_value, DATASETS, numpy_rng, get_device
 from .transforms import prepare_batch
 
 # %% auto #0
-__all__ = ['MNIST_MEAN', 'MNIST_STD', 'RawData', 'DatasetSpec', 'missing_data', 'mnist5k_split', 'load_mnist5k', 'load_dataset',
-           'FedData', 'take_per_class', 'load_federated']
+__all__ = ['MNIST_MEAN', 'MNIST_STD', 'AUX_FROM', 'AUX_FROM_ALLOWED', 'RawData', 'DatasetSpec', 'missing_data', 'mnist5k_split',
+           'load_mnist5k', 'load_dataset', 'FedData', 'take_per_class', 'load_federated']
 
 # %% ../nbs/02_data.ipynb #7582c841
 @dataclass
@@ -116,6 +116,9 @@ class FedData:
                 + (f", {len(self.y_aux)} auxiliary" if self.y_aux is not None else '') + ')')
 
 # %% ../nbs/02_data.ipynb #1ddb8695
+AUX_FROM = ('train', 'train_overlap', 'test')
+AUX_FROM_ALLOWED = "'train' (out of the clients' data), 'train_overlap' (from it, left with the clients) or 'test' (out of the test set)"
+
 def take_per_class(labels: np.ndarray, per_class: int, rng, what: str) -> np.ndarray:
     "`per_class` random indices of every label in `labels` (sorted)."
     picks = []
@@ -130,13 +133,14 @@ def load_federated(dataset: str, partition: str, num_clients: int, seed: int, da
     "Load `dataset`, set aside an auxiliary set, split the train pool with `partition` into `num_clients` (seeded), on `device`; `test_size` > 0 keeps a fixed random subset of the test set, the same for every seed."
     from fedrepro.partitions import split, scheme_params
     spec, raw = DATASETS[dataset], load_dataset(dataset, data_root, download)
-    check(aux_from in ('train', 'test'), 'aux_from', aux_from, "'train' (out of the clients' data) or 'test' (out of the test set)")
+    check(aux_from in AUX_FROM, 'aux_from', aux_from, AUX_FROM_ALLOWED)
     y, pool = raw.y_train.numpy(), np.arange(len(raw.y_train))
     x_test, y_test, x_aux, y_aux = raw.x_test, raw.y_test, None, None
     if aux_per_class:
-        src = y if aux_from == 'train' else raw.y_test.numpy()
-        aux = take_per_class(src, aux_per_class, numpy_rng(seed, 'aux'), f'{aux_from} set')
+        src = raw.y_test.numpy() if aux_from == 'test' else y
+        aux = take_per_class(src, aux_per_class, numpy_rng(seed, 'aux'), f"{aux_from.split('_')[0]} set")
         if aux_from == 'train': x_aux, y_aux, pool = raw.x_train[aux], raw.y_train[aux], np.setdiff1d(pool, aux)
+        elif aux_from == 'train_overlap': x_aux, y_aux = raw.x_train[aux], raw.y_train[aux]
         else:
             keep = np.setdiff1d(np.arange(len(src)), aux)
             x_aux, y_aux, x_test, y_test = raw.x_test[aux], raw.y_test[aux], raw.x_test[keep], raw.y_test[keep]

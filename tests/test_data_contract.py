@@ -19,7 +19,7 @@ DATASETS.register('tiny-rgb-test', DatasetSpec('tiny-rgb-test', 10, (3, 32, 32),
                                                (0.5, 0.5, 0.5), (0.25, 0.25, 0.25), 'crop_flip', embedded=True))
 
 
-def test_aux_set_is_taken_out_of_the_clients_or_the_test_set():
+def test_aux_set_is_taken_out_of_the_clients_or_the_test_set_or_shared_with_the_clients():
     d = load_federated('mnist5k', 'iid', 8, seed=1, aux_per_class=20)
     assert len(d.y_aux) == 200 and torch.bincount(d.y_aux).tolist() == [20] * 10
     assert d.client_sizes().sum() == 4000 - 200 and len(d.y_test) == 1000
@@ -29,6 +29,8 @@ def test_aux_set_is_taken_out_of_the_clients_or_the_test_set():
     assert in_clients == 0
     t = load_federated('mnist5k', 'iid', 8, seed=1, aux_per_class=20, aux_from='test')
     assert t.client_sizes().sum() == 4000 and len(t.y_test) == 800 and len(t.y_aux) == 200
+    o, plain = (load_federated('mnist5k', 'dirichlet', 8, seed=1, aux_per_class=k, aux_from='train_overlap') for k in (20, 0))
+    assert torch.equal(o.x_aux, d.x_aux) and len(o.y_test) == 1000 and all(torch.equal(a, b) for a, b in zip(o.clients, plain.clients))
 
 
 def test_uint8_data_are_normalised_and_augmented_per_batch():
