@@ -5,7 +5,8 @@ from fedrepro.cli import main
 TINY = ['run', '--dataset', 'mnist5k', '--partition', 'dirichlet', '--alpha', '0.5', '--num-clients', '5', '--clients-per-round', '5',
         '--model', 'mlp', '--algorithm', 'fedssd', '--aux-per-class', '8', '--batch-size', '64', '--momentum', '0.9',
         '--weight-decay', '1e-5', '--lr', '0.05', '--rounds', '3', '--device', 'cpu', '--no-progress']
-EVERY = {'m_max': 0.05, 'offset': 0.05, 'sample_power': 1.0, 'mask_power': 1, 'class_reduction': 'mean', 'batch_reduction': 'sum'}
+EVERY = {'m_max': 0.05, 'offset': 0.05, 'sample_power': 1.0, 'mask_power': 1, 'class_reduction': 'mean', 'batch_reduction': 'sum',
+         'distill': 'ssd'}
 
 
 def test_every_fedssd_hyperparameter_is_set_from_the_command_line_and_recorded(cli_run_with):
@@ -16,7 +17,8 @@ def test_every_fedssd_hyperparameter_is_set_from_the_command_line_and_recorded(c
 
 
 @pytest.mark.parametrize('key,value', [('m_max', '-0.01'), ('m_max', 'nan'), ('offset', '-1'), ('sample_power', '0'), ('mask_power', '3'),
-                                       ('class_reduction', 'max'), ('batch_reduction', 'none'), ('mu', '0.01')])
+                                       ('class_reduction', 'max'), ('batch_reduction', 'none'), ('distill', 'ce'),
+                                       ('mu', '0.01')])
 def test_a_bad_fedssd_value_is_refused_by_name(key, value, capsys, tmp_path):
     with pytest.raises(SystemExit) as e: main([*TINY, '--set', f'{key}={value}', '--out', str(tmp_path)])
     err = capsys.readouterr().err
