@@ -88,6 +88,8 @@ class ExperimentConfig:
         check(number(self.dp_noise) and self.dp_noise >= 0, 'dp_noise', self.dp_noise, 'a finite number >= 0 (the noise multiplier sigma)')
         check(self.dp_noise == 0 or (c is not None and math.isfinite(c)), 'dp_noise', self.dp_noise, '0 unless dp_clip is set and finite (the noise is dp_noise * dp_clip)')
         check(number(self.dp_delta) and 0 < self.dp_delta < 1, 'dp_delta', self.dp_delta, 'a number in (0, 1)')
+        check(c is None or ALGORITHMS[self.algorithm].loss is ALGORITHMS['fedavg'].loss, 'dp_clip', c,   # FedAvg's loss: the engine's cross-entropy
+              f'None for {self.algorithm}: its local loss is more than the per-example cross-entropy that DP-SGD clips')
 
     def _check_partition_params(self):
         from fedrepro.partitions import scheme_params
