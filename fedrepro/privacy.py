@@ -5,7 +5,7 @@
 # %% ../nbs/15_privacy.ipynb #c1500004
 from __future__ import annotations
 import math
-import numpy as np, pandas as pd, torch
+import pandas as pd, torch
 import torch.nn.functional as F
 from torch import nn
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
