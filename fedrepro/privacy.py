@@ -99,8 +99,8 @@ def dlg(model: nn.Module, targets: torch.Tensor, labels: torch.Tensor, shape, me
         out.append(min(tries, key=lambda xl: xl[1])[0])
     return torch.cat(out)
 
-def inverting_gradients(model: nn.Module, targets: torch.Tensor, labels: torch.Tensor, shape, mean, std, iters: int = 4000, lr: float = 0.1,
-                        tv: float = 1e-2, view=_same, seed: int = 0) -> torch.Tensor:
+def inverting_gradients(model: nn.Module, targets: torch.Tensor, labels: torch.Tensor, shape, mean, std, iters: int = 4800, lr: float = 0.1,
+                        tv: float = 1e-4, view=_same, seed: int = 0) -> torch.Tensor:
     "Inverting Gradients (Geiping et al. 2020): 1 - cosine similarity of the gradients plus `tv` × total variation, by Adam with the step ×0.1 at 3/8, 5/8, 7/8 of `iters`, pixels in [0, 1]; every image at once."
     x = _dummies(len(targets), shape, seed, targets, mean, std)
     opt = torch.optim.Adam([x], lr=lr)
