@@ -296,10 +296,14 @@ class Federation:
         q = min(1.0, ctx.batch_size / ctx.n)
         rates[q] = rates.get(q, 0) + ctx.dp_steps
 
-    def dp_epsilon(self) -> float:
-        "DP-SGD's privacy spent so far: the largest epsilon (at `cfg.dp_delta`) of any client, each client's steps composed by Opacus's RDP accountant."
+    def dp_epsilons(self) -> dict:
+        "DP-SGD's privacy spent so far by each client that took DP steps: its epsilon at `cfg.dp_delta`, its steps composed by Opacus's RDP accountant."
         sigma = self.cfg.dp_noise if math.isfinite(self.cfg.dp_clip) else 0.0        # no clipping: no finite sensitivity
-        return max((dp_epsilon_of(list(h.items()), sigma, self.cfg.dp_delta) for h in self.dp_history.values()), default=0.0)
+        return {cid: dp_epsilon_of(list(h.items()), sigma, self.cfg.dp_delta) for cid, h in self.dp_history.items()}
+
+    def dp_epsilon(self) -> float:
+        "The largest of `dp_epsilons` (0 before any DP step): what a run records each round."
+        return max(self.dp_epsilons().values(), default=0.0)
 
     def evaluate(self) -> dict:
         "Test accuracy and loss of the current global model, and the seconds it took."
