@@ -6,9 +6,8 @@
 from __future__ import annotations
 import torch
 import torch.nn.functional as F
-from torch.func import functional_call, grad, vmap
 from .core import ALGORITHMS, FlatModel, check
-from .engine import Algorithm, ClientContext, local_sgd, weighted_mean, check_hparam, batch_schedule
+from .engine import Algorithm, ClientContext, local_sgd, weighted_mean, check_hparam, batch_schedule, per_example_grads
 
 # %% auto #0
 __all__ = ['prox_penalty', 'FedProx', 'Scaffold', 'empirical_fisher', 'minibatch_fisher', 'fisher_batches', 'FedCurv']
@@ -109,22 +108,18 @@ class Scaffold(Algorithm):
 def empirical_fisher(fm: FlatModel, x: torch.Tensor, y: torch.Tensor, chunk: int | None = None, vectorize: bool = True) -> torch.Tensor:
     "Diagonal empirical Fisher at `fm`'s parameters: the mean over samples of the squared per-sample cross-entropy gradient (flat, params only)."
     model = fm.model
-    params = {k: v.detach() for k, v in model.named_parameters()}
-    buffers = {k: v.detach() for k, v in model.named_buffers()}
     chunk = chunk or max(1, min(len(y), 2**24 // fm.num_params))      # bounds the per-sample gradients held at once
-    def loss(p, xi, yi): return F.cross_entropy(functional_call(model, (p, buffers), (xi[None],)), yi[None])
-    per_sample = vmap(grad(loss), in_dims=(None, 0, 0))
     total = torch.zeros_like(fm.grad)
     for i in range(0, len(y), chunk):
         xb, yb = x[i:i + chunk], y[i:i + chunk]
         if vectorize:
             try:
-                g = per_sample(params, xb, yb)
-                total.add_(torch.cat([g[k].pow(2).sum(0).reshape(-1) for k in params]))
+                g = per_example_grads(model, xb, yb)
+                total.add_(torch.cat([g[k].pow(2).sum(0).reshape(-1) for k, _ in model.named_parameters()]))
                 continue
             except (RuntimeError, NotImplementedError): vectorize = False     # a model vmap cannot batch: one sample at a time
         for xi, yi in zip(xb, yb):
-            gi = torch.autograd.grad(loss(dict(model.named_parameters()), xi, yi), list(model.parameters()))
+            gi = torch.autograd.grad(F.cross_entropy(model(xi[None]), yi[None]), list(model.parameters()))
             total.add_(torch.cat([t.reshape(-1) for t in gi]).pow(2))
     return total / len(y)
 

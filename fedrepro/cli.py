@@ -16,7 +16,7 @@ from .runner import run
 __all__ = ['SCALES', 'config_from_args', 'repro_dir', 'reproductions', 'job_parameters', 'reproduce', 'list_all', 'main']
 
 # %% ../nbs/07_cli.ipynb #cb3a1693
-_TYPES = {'int': int, 'float': float, 'str': str, 'int | None': int, 'bool': lambda s: _parse_bool(s)}
+_TYPES = {'int': int, 'float': float, 'str': str, 'int | None': int, 'float | None': float, 'bool': lambda s: _parse_bool(s)}
 
 def _parse_bool(text: str) -> bool:
     check(text.lower() in ('true', 'false', '1', '0'), 'a boolean option', text, 'true or false')

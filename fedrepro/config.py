@@ -18,7 +18,7 @@ def model_options(name: str) -> set:
     return set(inspect.signature(MODELS[name]).parameters) - {'input_shape', 'num_classes'} | {'projection_dim'}
 
 _NOT_HASHED = ('data_root', 'download', 'checkpoint_every')
-_HASHED_WHEN_SET = {'momentum': 0.0, 'weight_decay': 0.0, 'test_size': 0}   # added later: at their defaults they stay out, so older runs keep their hash
+_HASHED_WHEN_SET = {'momentum': 0.0, 'weight_decay': 0.0, 'test_size': 0, 'dp_clip': None, 'dp_noise': 0.0, 'dp_delta': 1e-5}   # added later: at their defaults they stay out, so older runs keep their hash
 _HASHED_AS = {'eval_batch_size': 4096}   # no longer changes results (`evaluate` reduces once over every logit): hashed as every earlier run had it
 _DEVICE = re.compile(r'^(auto|cpu|cuda(:\d+)?|mps)$')
 
@@ -40,6 +40,9 @@ class ExperimentConfig:
     lr: float = 0.1
     momentum: float = 0.0            # local SGD's momentum and weight decay, as torch.optim.SGD's; the optimiser is new
     weight_decay: float = 0.0        # at every client update, so the momentum buffer starts empty
+    dp_clip: float | None = None     # DP-SGD: clip each example's gradient to this L2 norm (None: DP-SGD off; inf: no clipping) ...
+    dp_noise: float = 0.0            # ... and add Gaussian noise of std dp_noise * dp_clip to the clipped sum (the noise multiplier)
+    dp_delta: float = 1e-5           # the delta at which a DP run reports its epsilon
     weighting: str = 'samples'       # server mean weighted by client 'samples' or 'uniform'
     partition_params: dict = field(default_factory=dict)  # the scheme's parameters: classes_per_client, alpha, shards_per_client, ...
     aux_per_class: int = 0           # a server-side auxiliary set of this many samples per class (FedSSD: 64) ...
@@ -65,6 +68,7 @@ class ExperimentConfig:
         number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
         check(number(self.momentum) and 0 <= self.momentum < 1, 'momentum', self.momentum, 'a finite number in [0, 1)')
         check(number(self.weight_decay) and self.weight_decay >= 0, 'weight_decay', self.weight_decay, 'a finite number >= 0')
+        self._check_dp(number)
         check(self.weighting in ('samples', 'uniform'), 'weighting', self.weighting, "'samples' or 'uniform'")
         check(isinstance(self.seed, int) and self.seed >= 0, 'seed', self.seed, 'an integer >= 0')
         check(isinstance(self.device, str) and bool(_DEVICE.match(self.device)), 'device', self.device, "'auto', 'cpu', 'cuda' or 'cuda:N'")
@@ -78,6 +82,15 @@ class ExperimentConfig:
         check(isinstance(self.test_size, int) and not isinstance(self.test_size, bool) and self.test_size >= 0, 'test_size', self.test_size, 'an integer >= 0 (0: the whole test set)')
         check(self.aux_from in AUX_FROM, 'aux_from', self.aux_from, AUX_FROM_ALLOWED)
         check(isinstance(self.download, bool), 'download', self.download, 'True or False')
+
+    def _check_dp(self, number):
+        c = self.dp_clip
+        check(c is None or (isinstance(c, (int, float)) and not isinstance(c, bool) and c > 0), 'dp_clip', c, 'None (DP-SGD off) or a number > 0 (inf: no clipping)')
+        check(number(self.dp_noise) and self.dp_noise >= 0, 'dp_noise', self.dp_noise, 'a finite number >= 0 (the noise multiplier sigma)')
+        check(self.dp_noise == 0 or (c is not None and math.isfinite(c)), 'dp_noise', self.dp_noise, '0 unless dp_clip is set and finite (the noise is dp_noise * dp_clip)')
+        check(number(self.dp_delta) and 0 < self.dp_delta < 1, 'dp_delta', self.dp_delta, 'a number in (0, 1)')
+        check(c is None or ALGORITHMS[self.algorithm].loss is ALGORITHMS['fedavg'].loss, 'dp_clip', c,   # FedAvg's loss: the engine's cross-entropy
+              f'None for {self.algorithm}: its local loss is more than the per-example cross-entropy that DP-SGD clips')
 
     def _check_partition_params(self):
         from fedrepro.partitions import scheme_params

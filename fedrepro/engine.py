@@ -4,20 +4,22 @@
 
 # %% ../nbs/04_engine.ipynb #1f28691f
 from __future__ import annotations
-import math, time
+import math, time, warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np, torch
 import torch.nn.functional as F
+from torch.func import functional_call, grad, vmap
 from .core import FlatModel, ALGORITHMS, bad_value, check, get_device, numpy_rng, torch_rng, derive_seed, atomic_write
 from .config import ExperimentConfig
 from .data import FedData, load_federated
 from .models import build_model
 
 # %% auto #0
-__all__ = ['sample_clients', 'ClientStore', 'ClientContext', 'batch_schedule', 'sgd_step', 'LocalHooks', 'local_sgd', 'Algorithm',
-           'check_hparam', 'weighted_mean', 'evaluate', 'Federation']
+__all__ = ['sample_clients', 'ClientStore', 'ClientContext', 'batch_schedule', 'per_example_grads', 'per_example_norms',
+           'clip_factors', 'dp_backward', 'dp_epsilon', 'dp_epsilon_of', 'sgd_step', 'LocalHooks', 'local_sgd',
+           'Algorithm', 'check_hparam', 'weighted_mean', 'evaluate', 'Federation']
 
 # %% ../nbs/04_engine.ipynb #59dbf6e2
 def sample_clients(num_clients: int, k: int, seed: int, round: int) -> np.ndarray:
@@ -88,6 +90,10 @@ class ClientContext:
     weight_decay: float = 0.0
     momentum_buffer: torch.Tensor | None = None   # `sgd_step`'s
     draws: str = 'passes'       # `batch_schedule`'s: shuffled passes, or independent draws per step
+    dp_clip: float | None = None   # DP-SGD (`dp_backward`): the per-example clipping norm C; None: off
+    dp_noise: float = 0.0          # the noise multiplier sigma
+    dp_generator: torch.Generator | None = None   # the noise's own stream, so the batches are those of a run without DP
+    dp_steps: int = 0              # DP-SGD steps taken, for the accountant
     @property
     def n(self) -> int: return len(self.indices)
     @property
@@ -106,6 +112,47 @@ def batch_schedule(n: int, batch_size: int, epochs: int = 1, steps: int | None =
             yield perm[i:i + batch_size]
             done += 1
 
+# %% ../nbs/04_engine.ipynb #a7d1c0e2
+def per_example_grads(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn=F.cross_entropy) -> dict:
+    "Each example's gradient of `loss_fn` at `model`'s parameters, by `torch.func`: parameter name -> tensor of shape `(len(x), *param.shape)`."
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    buffers = {k: v.detach() for k, v in model.named_buffers()}
+    def loss(p, xi, yi): return loss_fn(functional_call(model, (p, buffers), (xi[None],)), yi[None])
+    return vmap(grad(loss), in_dims=(None, 0, 0))(params, x, y)
+
+def per_example_norms(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    "The L2 norm of each example's cross-entropy gradient over all parameters."
+    return torch.stack([g.flatten(1).pow(2).sum(1) for g in per_example_grads(model, x, y).values()]).sum(0).sqrt()
+
+def clip_factors(norms: torch.Tensor, clip: float) -> torch.Tensor:
+    "$\\min(1, C/\\lVert g_i\\rVert)$: what brings each gradient to norm at most `clip`; exactly 1 when `clip` is inf."
+    return (clip / norms).clamp(max=1.0)
+
+def dp_backward(ctx: ClientContext, x: torch.Tensor, y: torch.Tensor, logits: torch.Tensor):
+    "DP-SGD's gradient into `ctx.fm.grad`: the per-example clipped cross-entropy gradients summed, $\\sigma C$ Gaussian noise added, divided by the batch size."
+    c = clip_factors(per_example_norms(ctx.model, x, y), ctx.dp_clip)
+    (F.cross_entropy(logits, y, reduction='none') * c).sum().div(len(y)).backward()
+    if ctx.dp_noise:
+        noise = torch.randn(ctx.fm.grad.shape, generator=ctx.dp_generator, dtype=ctx.fm.grad.dtype)
+        ctx.fm.grad.add_(noise.to(ctx.fm.grad.device), alpha=ctx.dp_noise * ctx.dp_clip / len(y))
+    ctx.dp_steps += 1
+
+def dp_epsilon(sample_rate: float, noise_multiplier: float, steps: int, delta: float) -> float:
+    "The epsilon at `delta` of `steps` DP-SGD steps at `sample_rate` and `noise_multiplier`, by Opacus's RDP accountant (inf without noise)."
+    return dp_epsilon_of([(sample_rate, steps)], noise_multiplier, delta)
+
+def dp_epsilon_of(history: list, noise_multiplier: float, delta: float) -> float:
+    "The epsilon at `delta` of the composed `(sample_rate, steps)` phases of `history`, by Opacus's RDP accountant."
+    from opacus.accountants import RDPAccountant
+    history = [(q, s) for q, s in history if s > 0]
+    if not history: return 0.0
+    if noise_multiplier <= 0 or not math.isfinite(noise_multiplier): return math.inf
+    acc = RDPAccountant()
+    acc.history = [(noise_multiplier, q, s) for q, s in history]
+    with warnings.catch_warnings():       # tiny noise: the best order is Opacus's smallest, and it says so at every call
+        warnings.simplefilter('ignore', UserWarning)
+        return float(acc.get_epsilon(delta))
+
 # %% ../nbs/04_engine.ipynb #9e289509
 def sgd_step(ctx: ClientContext, d: torch.Tensor):
     "`torch.optim.SGD`'s update of `ctx.fm.params` along the gradient `d`, with `ctx`'s lr, weight decay and momentum (no dampening or Nesterov)."
@@ -123,7 +170,7 @@ class LocalHooks:
     def step(self, ctx: ClientContext): sgd_step(ctx, ctx.fm.grad)
 
 def local_sgd(ctx: ClientContext, hooks: LocalHooks = LocalHooks()) -> int:
-    "Train `ctx.fm` on the client's data with `hooks`' loss and step; returns the number of steps taken."
+    "Train `ctx.fm` on the client's data with `hooks`' loss (DP-SGD's clipped, noised cross-entropy gradient when `ctx.dp_clip` is set) and step; returns the number of steps taken."
     fm, data, model = ctx.fm, ctx.data, ctx.fm.model
     model.train()
     steps = 0
@@ -132,7 +179,9 @@ def local_sgd(ctx: ClientContext, hooks: LocalHooks = LocalHooks()) -> int:
         x, y = data.prepare(data.x_train.index_select(0, idx), True, ctx.generator), data.y_train.index_select(0, idx)
         fm.grad.zero_()
         z = model.features(x)
-        hooks.loss(ctx, x, y, model.classifier(z), z).backward()
+        logits = model.classifier(z)
+        if ctx.dp_clip is None: hooks.loss(ctx, x, y, logits, z).backward()
+        else: dp_backward(ctx, x, y, logits)
         hooks.step(ctx)
         steps += 1
     return steps
@@ -207,10 +256,18 @@ class Federation:
         self.fm = FlatModel(model)
         self.store = store if store is not None else ClientStore()   # an empty store is falsy: test for None
         self.algo = ALGORITHMS[cfg.algorithm](cfg, self.fm.snapshot())
+        if cfg.dp_clip is not None: self._check_dp()
+        self.dp_history = {}          # DP-SGD: client id -> {sampling rate: steps}, for the accountant
+
+    def _check_dp(self):
+        cfg = self.cfg                    # the method's loss is checked by the config; the model's buffers can only be seen here
+        check(self.fm.num_buffers == 0, 'dp_clip', cfg.dp_clip, f'None for model {cfg.model}: its running statistics mix the examples of a batch')
 
     def context(self, cid: int, round: int) -> ClientContext:
         ctx = ClientContext(cid, round, self.data, self.data.clients[cid], self.fm, self.cfg.lr, self.cfg.batch_size,
                             generator=torch_rng(self.cfg.seed, round, cid, 'batches'), momentum=self.cfg.momentum, weight_decay=self.cfg.weight_decay)
+        if self.cfg.dp_clip is not None:
+            ctx.dp_clip, ctx.dp_noise, ctx.dp_generator = self.cfg.dp_clip, self.cfg.dp_noise, torch_rng(self.cfg.seed, round, cid, 'dp_noise')
         for k, v in self.algo.schedule(ctx).items(): setattr(ctx, k, v)
         return ctx
 
@@ -222,14 +279,31 @@ class Federation:
         _sync(self.device); t0 = time.perf_counter()
         for cid in clients.tolist():
             torch.manual_seed(derive_seed(cfg.seed, t, cid, 'torch'))
-            up, state = algo.client_update(self.context(cid, t), down, self.store.get(cid))
+            ctx = self.context(cid, t)
+            up, state = algo.client_update(ctx, down, self.store.get(cid))
             if state is not None: self.store.put(cid, state)
+            if ctx.dp_steps: self._account(ctx)
             ups.append(up)
         _sync(self.device); train_s = time.perf_counter() - t0
         algo.aggregate(ups)
         p = algo.payload(self.fm.numel)
+        dp = {} if cfg.dp_clip is None else {'dp_epsilon': self.dp_epsilon()}
         return {'clients': clients, 'train_seconds': train_s, 'up_params': p['up'] * len(clients), 'down_params': p['down'] * len(clients),
-                'diagnostics': algo.diagnostics()}
+                'diagnostics': {**algo.diagnostics(), **dp}}
+
+    def _account(self, ctx: ClientContext):
+        rates = self.dp_history.setdefault(ctx.cid, {})
+        q = min(1.0, ctx.batch_size / ctx.n)
+        rates[q] = rates.get(q, 0) + ctx.dp_steps
+
+    def dp_epsilons(self) -> dict:
+        "DP-SGD's privacy spent so far by each client that took DP steps: its epsilon at `cfg.dp_delta`, its steps composed by Opacus's RDP accountant."
+        sigma = self.cfg.dp_noise if math.isfinite(self.cfg.dp_clip) else 0.0        # no clipping: no finite sensitivity
+        return {cid: dp_epsilon_of(list(h.items()), sigma, self.cfg.dp_delta) for cid, h in self.dp_history.items()}
+
+    def dp_epsilon(self) -> float:
+        "The largest of `dp_epsilons` (0 before any DP step): what a run records each round."
+        return max(self.dp_epsilons().values(), default=0.0)
 
     def evaluate(self) -> dict:
         "Test accuracy and loss of the current global model, and the seconds it took."
@@ -239,7 +313,10 @@ class Federation:
         _sync(self.device)
         return {**m, 'eval_seconds': time.perf_counter() - t0}
 
-    def state_dict(self) -> dict: return {'algo': self.algo.state_dict(), 'store': self.store.state_dict()}
+    def state_dict(self) -> dict:
+        sd = {'algo': self.algo.state_dict(), 'store': self.store.state_dict()}
+        return sd if self.cfg.dp_clip is None else {**sd, 'dp_history': self.dp_history}
     def load_state_dict(self, sd: dict):
         self.algo.load_state_dict(sd['algo'])
         self.store.load_state_dict(sd['store'])
+        self.dp_history = sd.get('dp_history', {})

@@ -40,7 +40,12 @@ def summarize_run(cfg: ExperimentConfig, metrics: pd.DataFrame) -> dict:
     return {'config_hash': cfg.hash, 'rounds': int(metrics['round'].max()), 'final_acc': float(ev['test_acc'].iloc[-1]),
             'best_acc': float(best['test_acc']), 'best_round': int(best['round']), 'final_loss': float(ev['test_loss'].iloc[-1]),
             'train_seconds': float(metrics['train_seconds'].sum()), 'eval_seconds': float(metrics['eval_seconds'].sum()),
-            'up_params': int(metrics['up_params'].sum()), 'down_params': int(metrics['down_params'].sum())}
+            'up_params': int(metrics['up_params'].sum()), 'down_params': int(metrics['down_params'].sum()), **_dp_summary(cfg, metrics)}
+
+def _dp_summary(cfg: ExperimentConfig, metrics: pd.DataFrame) -> dict:
+    "A DP-SGD run's privacy spent at its end: the largest client epsilon at `cfg.dp_delta`; nothing for other runs."
+    if cfg.dp_clip is None or 'dp_epsilon' not in metrics: return {}
+    return {'dp_epsilon': float(metrics['dp_epsilon'].iloc[-1]), 'dp_delta': cfg.dp_delta}
 
 # %% ../nbs/06_runner.ipynb #b72e982f
 def _save_checkpoint(run_dir: Path, fed: Federation, rows: list, round: int):
