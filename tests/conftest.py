@@ -28,3 +28,19 @@ def cli_run_with(tmp_path):
         assert json.loads((run_dir / 'config.json').read_text())['config']['params'] == params
         return pd.read_csv(run_dir / 'metrics.csv')
     return run
+
+
+@pytest.fixture
+def resumes_identically(tmp_path):
+    "Run `cfg` whole, and again interrupted after round `stop_at` then resumed; assert `cols` of both metrics are equal; return the whole run."
+    import pandas as pd
+    from fedrepro.runner import run
+    class Stop(Exception): pass
+    def check(cfg, cols, stop_at: int = 2):
+        def stop(row):
+            if row['round'] == stop_at: raise Stop
+        full = run(cfg, tmp_path / 'whole')
+        with pytest.raises(Stop): run(cfg, tmp_path / 'cut', callbacks=[stop])
+        pd.testing.assert_frame_equal(run(cfg, tmp_path / 'cut').metrics[cols], full.metrics[cols])
+        return full
+    return check

@@ -44,20 +44,10 @@ def test_dp_sgd_is_refused_for_a_method_whose_loss_it_would_not_cover(capsys, tm
     assert not any(tmp_path.iterdir())
 
 
-class Stop(Exception): pass
-
-
-def test_an_interrupted_dp_run_resumes_to_identical_metrics(tmp_path):
+def test_an_interrupted_dp_run_resumes_to_identical_metrics(resumes_identically):
     "Each client's DP steps (the accountant's history) and the noise stream survive a restart."
-    import pandas as pd
     from fedrepro.config import ExperimentConfig
-    from fedrepro.runner import run
     cfg = ExperimentConfig(dataset='mnist5k', partition='dirichlet', partition_params={'alpha': 0.5}, num_clients=4, clients_per_round=2,
                            model='mlp', model_params={'hidden': [16]}, algorithm='fedgc', local_steps=3, rounds=4, batch_size=32, lr=0.05,
                            test_size=200, device='cpu', dp_clip=1.0, dp_noise=0.5)
-    def stop_after_2(row):
-        if row['round'] == 2: raise Stop
-    full = run(cfg, tmp_path / 'a')
-    with pytest.raises(Stop): run(cfg, tmp_path / 'b', callbacks=[stop_after_2])
-    cols = ['round', 'test_acc', 'test_loss', 'dp_epsilon']
-    pd.testing.assert_frame_equal(run(cfg, tmp_path / 'b').metrics[cols], full.metrics[cols])
+    resumes_identically(cfg, ['round', 'test_acc', 'test_loss', 'dp_epsilon'])
