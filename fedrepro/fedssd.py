@@ -6,10 +6,9 @@
 from __future__ import annotations
 import torch
 import torch.nn.functional as F
-from .core import ALGORITHMS, DATASETS, check
+from .core import ALGORITHMS, DATASETS, PAPERS, check
 from .engine import Algorithm, ClientContext, check_hparam
 from .distill import TeacherMixin, RoundCredibility
-from .core import PAPERS
 from .repro import Paper, Setting
 
 # %% auto #0
