@@ -4,16 +4,17 @@
 
 # %% ../nbs/07_cli.ipynb #af60c537
 from __future__ import annotations
-import argparse, json, sys
+import argparse, json, shutil, sys
 import fedrepro
 from dataclasses import fields, MISSING
 from pathlib import Path
-from .core import check, DATASETS, PARTITIONS, MODELS, ALGORITHMS
+from .core import check, get_device, DATASETS, PARTITIONS, MODELS, ALGORITHMS
 from .config import ExperimentConfig, model_options
 from .runner import run
 
 # %% auto #0
-__all__ = ['SCALES', 'config_from_args', 'repro_dir', 'reproductions', 'job_parameters', 'reproduce', 'list_all', 'main']
+__all__ = ['SCALES', 'config_from_args', 'repro_dir', 'reproductions', 'job_parameters', 'all_or_nothing', 'reproduce',
+           'list_all', 'main']
 
 # %% ../nbs/07_cli.ipynb #cb3a1693
 _TYPES = {'int': int, 'float': float, 'str': str, 'int | None': int, 'float | None': float, 'bool': lambda s: _parse_bool(s)}
@@ -84,23 +85,41 @@ def job_parameters(name: str) -> list[str]:
     import papermill as pm
     return [k for k in pm.inspect_notebook(str(repro_dir() / f'{name}.ipynb')) if k not in _COMMON]
 
+def all_or_nothing(out: Path, stem: str, execute) -> Path:
+    "`execute(notebook_path)` writes a job's notebook and its CSVs `<stem>.csv`, `<stem>_seeds.csv` in `out`: on success they replace the previous three together; on any failure, interrupts included, the previous CSVs are put back and the failed notebook is kept as `<stem>.failed.ipynb`."
+    csvs = [out / f'{stem}.csv', out / f'{stem}_seeds.csv']
+    kept = {p: p.with_name(f'.{p.name}.previous') for p in csvs if p.exists()}
+    for p, k in kept.items(): shutil.copy2(p, k)
+    running, failed = out / f'.{stem}.running.ipynb', out / f'{stem}.failed.ipynb'
+    try: execute(running)
+    except BaseException:
+        for p in csvs: p.unlink(missing_ok=True)
+        for p, k in kept.items(): k.replace(p)
+        if running.exists(): running.replace(failed)
+        raise
+    for k in kept.values(): k.unlink()
+    failed.unlink(missing_ok=True)
+    return running.replace(out / f'{stem}.ipynb')
+
 def reproduce(name: str, scale: str = 'mini', out='repro_out', seeds=None, device: str = 'auto', data_root: str = 'data', progress: bool = True,
               extra: dict | None = None) -> Path:
     "Execute reproduction notebook `name` at `scale` with papermill, `extra` setting its own parameters; returns the executed notebook's path in `out`."
     import papermill as pm
     check(name in reproductions(), 'reproduction', name, f'one of {reproductions()}')
     check(scale in SCALES, 'scale', scale, f'one of {list(SCALES)}')
+    get_device(device)                                                    # refused here, before a kernel starts
     extra, own = extra or {}, job_parameters(name) if extra else []      # inspected once, and only when asked
     for k in extra: check(k in own, 'parameter', k, f'one of {own} (the parameters of {name} beyond --scale, --seeds, --device, --data-root, --out)')
     out = Path(out).resolve(); out.mkdir(parents=True, exist_ok=True)
     params = dict(scale=scale, device=device, data_root=str(Path(data_root).resolve()), out_dir=str(out), **extra)
     if seeds is not None: params['seeds'] = list(seeds)
-    dest = out / (name + ''.join(f'_{v}' for v in extra.values()) + '.ipynb')     # profile=P: <name>_P.ipynb, beside its CSVs
-    try: pm.execute_notebook(str(repro_dir() / f'{name}.ipynb'), str(dest), parameters=params, kernel_name='python3',
-                             cwd=str(out), progress_bar=progress)
+    stem = name + ''.join(f'_{v}' for v in extra.values())             # profile=P: <name>_P.ipynb, beside its CSVs
+    execute = lambda path: pm.execute_notebook(str(repro_dir() / f'{name}.ipynb'), str(path), parameters=params, kernel_name='python3',
+                                               cwd=str(out), progress_bar=progress)
+    try: return all_or_nothing(out, stem, execute)
     except pm.PapermillExecutionError as e:
-        raise RuntimeError(f'{name} failed at cell {e.exec_count}: {e.ename}: {e.evalue} (the executed notebook is {dest})') from None
-    return dest
+        raise RuntimeError(f'{name} failed at cell {e.exec_count}: {e.ename}: {e.evalue} (the previous results are kept; '
+                           f'the failed notebook is {out / stem}.failed.ipynb)') from None
 
 # %% ../nbs/07_cli.ipynb #5b5e54f9
 def list_all() -> str:

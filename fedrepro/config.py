@@ -4,7 +4,8 @@
 
 # %% ../nbs/01_config.ipynb #85326a48
 from __future__ import annotations
-import dataclasses, hashlib, inspect, json, math, re
+import dataclasses, hashlib, inspect, json, math, re, sys
+import numpy as np
 from dataclasses import dataclass, field, fields
 from .core import check, bad_value, load_modules, DATASETS, PARTITIONS, MODELS, ALGORITHMS
 from .data import AUX_FROM, AUX_FROM_ALLOWED
@@ -16,6 +17,13 @@ __all__ = ['model_options', 'ExperimentConfig']
 def model_options(name: str) -> set:
     "The options of a registered model: its constructor's, besides input shape and class count, and MOON's `projection_dim`."
     return set(inspect.signature(MODELS[name]).parameters) - {'input_shape', 'num_classes'} | {'projection_dim'}
+
+def _plain(v):
+    "A config value as plain Python: numpy scalars as bool, int or float, inside dicts, lists and tuples too."
+    if isinstance(v, np.generic): return v.item()
+    if isinstance(v, dict): return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)): return type(v)(_plain(x) for x in v)
+    return v
 
 _NOT_HASHED = ('data_root', 'download', 'checkpoint_every')
 _HASHED_WHEN_SET = {'momentum': 0.0, 'weight_decay': 0.0, 'test_size': 0, 'dp_clip': None, 'dp_noise': 0.0, 'dp_delta': 1e-5}   # added later: at their defaults they stay out, so older runs keep their hash
@@ -57,20 +65,22 @@ class ExperimentConfig:
     download: bool = False           # let torchvision fetch missing data where it can
 
     def __post_init__(self):
+        for f in fields(self): object.__setattr__(self, f.name, _plain(getattr(self, f.name)))
         for reg, name in ((DATASETS, 'dataset'), (PARTITIONS, 'partition'), (MODELS, 'model'), (ALGORITHMS, 'algorithm')):
             reg[getattr(self, name)]                     # raises, listing the known names
         for f in ('num_clients', 'clients_per_round', 'rounds', 'local_epochs', 'batch_size', 'eval_every', 'eval_batch_size', 'checkpoint_every'):
             v = getattr(self, f)
             check(isinstance(v, int) and not isinstance(v, bool) and v >= 1, f, v, 'an integer >= 1')
-        check(self.local_steps is None or (isinstance(self.local_steps, int) and self.local_steps >= 1), 'local_steps', self.local_steps, 'None or an integer >= 1')
+        integer = lambda v: isinstance(v, int) and not isinstance(v, bool)
+        check(self.local_steps is None or (integer(self.local_steps) and self.local_steps >= 1), 'local_steps', self.local_steps, 'None or an integer >= 1')
         check(self.clients_per_round <= self.num_clients, 'clients_per_round', self.clients_per_round, f'at most num_clients={self.num_clients}')
-        check(isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0, 'lr', self.lr, 'a finite number > 0')
-        number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) <= sys.float_info.max   # NaN fails too
+        check(number(self.lr) and self.lr > 0, 'lr', self.lr, 'a finite number > 0')
         check(number(self.momentum) and 0 <= self.momentum < 1, 'momentum', self.momentum, 'a finite number in [0, 1)')
         check(number(self.weight_decay) and self.weight_decay >= 0, 'weight_decay', self.weight_decay, 'a finite number >= 0')
         self._check_dp(number)
         check(self.weighting in ('samples', 'uniform'), 'weighting', self.weighting, "'samples' or 'uniform'")
-        check(isinstance(self.seed, int) and self.seed >= 0, 'seed', self.seed, 'an integer >= 0')
+        check(integer(self.seed) and self.seed >= 0, 'seed', self.seed, 'an integer >= 0')
         check(isinstance(self.device, str) and bool(_DEVICE.match(self.device)), 'device', self.device, "'auto', 'cpu', 'cuda' or 'cuda:N'")
         check(isinstance(self.params, dict), 'params', self.params, 'a dict of hyperparameters')
         ALGORITHMS[self.algorithm].check_params(self.params)
@@ -78,7 +88,7 @@ class ExperimentConfig:
         options = model_options(self.model)
         check(isinstance(self.model_params, dict), 'model_params', self.model_params, 'a dict')
         for k, v in self.model_params.items(): check(k in options, f'model_params[{k!r}]', v, f'an option of model {self.model!r}: one of {sorted(options)}')
-        check(isinstance(self.aux_per_class, int) and self.aux_per_class >= 0, 'aux_per_class', self.aux_per_class, 'an integer >= 0')
+        check(integer(self.aux_per_class) and self.aux_per_class >= 0, 'aux_per_class', self.aux_per_class, 'an integer >= 0')
         check(isinstance(self.test_size, int) and not isinstance(self.test_size, bool) and self.test_size >= 0, 'test_size', self.test_size, 'an integer >= 0 (0: the whole test set)')
         check(self.aux_from in AUX_FROM, 'aux_from', self.aux_from, AUX_FROM_ALLOWED)
         check(isinstance(self.download, bool), 'download', self.download, 'True or False')

@@ -4,7 +4,7 @@
 
 # %% ../nbs/06_runner.ipynb #59219ced
 from __future__ import annotations
-import json, platform, sys, time
+import json, platform, sys, time, warnings
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np, pandas as pd, torch
@@ -53,23 +53,54 @@ def _save_checkpoint(run_dir: Path, fed: Federation, rows: list, round: int):
     atomic_write(run_dir / 'checkpoint.pt', lambda p: torch.save(ckpt, p))
     fed.store.committed()
 
+_CKPT_KEYS = {'config_hash', 'round', 'federation', 'rows'}
+
 def _load_checkpoint(run_dir: Path, cfg: ExperimentConfig):
+    "The run's checkpoint, or None. One that cannot be read is set aside as `checkpoint.damaged.pt`, with a warning naming it."
     f = run_dir / 'checkpoint.pt'
     if not f.exists(): return None
-    ckpt = torch.load(f, weights_only=False, map_location='cpu')
+    try:
+        ckpt = torch.load(f, weights_only=False, map_location='cpu')
+        if not (isinstance(ckpt, dict) and _CKPT_KEYS <= set(ckpt)): raise ValueError(f'not a run checkpoint: it lacks {sorted(_CKPT_KEYS)}')
+    except Exception as e:                                   # truncated, empty, random bytes: torch raises any of several kinds
+        f.replace(f.with_name('checkpoint.damaged.pt'))
+        warnings.warn(f"{f} is damaged ({type(e).__name__}: {e}); set aside as checkpoint.damaged.pt: the run's records are used "
+                      "if they are complete, else it starts again from round 0")
+        return None
     if ckpt['config_hash'] != cfg.hash: raise ValueError(f"{f} belongs to config {ckpt['config_hash']}, not {cfg.hash}; use another out directory")
     return ckpt
 
+def _metrics_text(rows: list) -> str: return pd.DataFrame(rows).to_csv(index=False)
+
 def _write_metrics(run_dir: Path, rows: list):
-    atomic_write(run_dir / 'metrics.csv', lambda p: pd.DataFrame(rows).to_csv(p, index=False))
+    atomic_write(run_dir / 'metrics.csv', lambda p: Path(p).write_text(_metrics_text(rows)))
+
+def _finished_records(run_dir: Path, cfg: ExperimentConfig, ckpt) -> pd.DataFrame | None:
+    "A finished run's metrics: the checkpoint's rows, which `metrics.csv` is rewritten to if it differs; without a checkpoint, a `metrics.csv` of every round that `summary.json` agrees with; else None."
+    f, s = run_dir / 'metrics.csv', run_dir / 'summary.json'
+    if ckpt is not None:
+        if ckpt['round'] != cfg.rounds: return None
+        if not f.exists() or f.read_text() != _metrics_text(ckpt['rows']): _write_metrics(run_dir, ckpt['rows'])
+        return pd.DataFrame(ckpt['rows'])
+    try: metrics = pd.read_csv(f, float_precision='round_trip')
+    except (OSError, ValueError): return None                # missing, empty or unparsable: not a finished run's records
+    complete = 'round' in metrics and metrics['round'].tolist() == list(range(cfg.rounds + 1))
+    return metrics if complete and summarize_run(cfg, metrics) == _read_json(s) else None
+
+def _read_json(f: Path):
+    "The JSON in `f`, or None if it is missing or unreadable."
+    try: return json.loads(f.read_text())
+    except (OSError, ValueError): return None
 
 def run(cfg: ExperimentConfig, out='runs', callbacks=(), progress: bool = False, data=None) -> RunResult:
     "Run `cfg` (or resume it) in `out/<cfg.run_name>`, writing its records; returns them."
     run_dir = Path(out) / cfg.run_name
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt = _load_checkpoint(run_dir, cfg)
-    if ckpt and ckpt['round'] == cfg.rounds and (run_dir / 'summary.json').exists():
-        return RunResult(cfg, run_dir, pd.read_csv(run_dir / 'metrics.csv'), json.loads((run_dir / 'summary.json').read_text()))
+    if (done := _finished_records(run_dir, cfg, ckpt)) is not None:
+        summary = summarize_run(cfg, done)
+        if _read_json(run_dir / 'summary.json') != summary: write_json(summary, run_dir / 'summary.json')
+        return RunResult(cfg, run_dir, done, summary)
     fed = Federation(cfg, data=data, store=ClientStore(run_dir / 'client_states'))
     write_json({'config': cfg.to_dict(), 'hash': cfg.hash}, run_dir / 'config.json')
     write_json({**environment(fed.device), 'seed': cfg.seed}, run_dir / 'env.json')

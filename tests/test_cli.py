@@ -44,8 +44,11 @@ def test_reproduce_refuses_unknown_names_and_scales(tmp_path):
     assert p.returncode == 2 and "reproduction='fedreg_table99' is not allowed" in p.stderr
 
 
-def test_reproduce_reports_a_failing_notebook_in_one_line(tmp_path):
+def test_reproduce_reports_a_failing_notebook_in_one_line_and_keeps_the_previous_results(tmp_path):
+    previous = {'quickstart.ipynb': '{}', 'quickstart.csv': 'good', 'quickstart_seeds.csv': 'good seeds'}
+    for f, text in previous.items(): (tmp_path / f).write_text(text)
     p = fedrepro('reproduce', 'quickstart', '--scale', 'paper', '--out', str(tmp_path))
     assert p.returncode == 2
-    assert "quickstart failed at cell" in p.stderr and "scale='paper' is not allowed" in p.stderr
-    assert (tmp_path / 'quickstart.ipynb').exists()
+    assert "quickstart failed at cell" in p.stderr and "scale='paper' is not allowed" in p.stderr and 'previous results are kept' in p.stderr
+    assert {f: (tmp_path / f).read_text() for f in previous} == previous
+    assert "scale='paper' is not allowed" in (tmp_path / 'quickstart.failed.ipynb').read_text()
