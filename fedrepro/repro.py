@@ -184,10 +184,10 @@ def _cost(cfg: ExperimentConfig) -> float:
     "A rough relative cost, to start the longest runs first."
     return cfg.rounds * cfg.clients_per_round * cfg.local_epochs * (4 if cfg.algorithm == 'fedreg' else 1)
 
-def lr_sweep(paper: Paper, setting: str, lrs, seed: int, out, scale: str = 'mini', methods=None, workers: int | None = None) -> pd.DataFrame:
-    "Every method of `setting` at each learning rate of `lrs` (one value for all methods at a time), on `seed`: rounds, best accuracy and run health."
+def lr_sweep(paper: Paper, setting: str, lrs, seed: int, out, scale: str = 'mini', methods=None, workers: int | None = None, **overrides) -> pd.DataFrame:
+    "Every method of `setting` at each learning rate of `lrs` (one value for all methods at a time), on `seed`, with config `overrides` (e.g. `rounds`): rounds, best accuracy and run health."
     methods = list(methods or paper.run_methods(setting, scale))
-    cfgs = [paper.config(setting, m, scale, seed=seed, lr=lr) for lr in lrs for m in methods]
+    cfgs = [paper.config(setting, m, scale, seed=seed, lr=lr, **overrides) for lr in lrs for m in methods]
     chance = paper.chance(setting, scale)
     return pd.DataFrame([dict(rounds=c.rounds, lr=c.lr, method=m, best=best_accuracy(r.metrics), health=run_health(r.metrics, chance))
                          for c, m, r in zip(cfgs, methods * len(lrs), run_many(cfgs, out, workers))])
