@@ -159,5 +159,5 @@ def main(argv=None):
         else:
             res = run(config_from_args(args), args.out, progress=not args.no_progress)
             print(json.dumps(res.summary, indent=2)); print(f'records: {res.run_dir}')
-    except (ValueError, FileNotFoundError, RuntimeError) as e:
+    except (ValueError, TypeError, OSError, RuntimeError) as e:      # OSError: an --out or --data-root that cannot be used, named in e
         parser.exit(2, f'fedrepro: error: {e}\n')

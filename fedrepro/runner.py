@@ -95,13 +95,13 @@ def _read_json(f: Path):
 def run(cfg: ExperimentConfig, out='runs', callbacks=(), progress: bool = False, data=None) -> RunResult:
     "Run `cfg` (or resume it) in `out/<cfg.run_name>`, writing its records; returns them."
     run_dir = Path(out) / cfg.run_name
-    run_dir.mkdir(parents=True, exist_ok=True)
     ckpt = _load_checkpoint(run_dir, cfg)
     if (done := _finished_records(run_dir, cfg, ckpt)) is not None:
         summary = summarize_run(cfg, done)
         if _read_json(run_dir / 'summary.json') != summary: write_json(summary, run_dir / 'summary.json')
         return RunResult(cfg, run_dir, done, summary)
     fed = Federation(cfg, data=data, store=ClientStore(run_dir / 'client_states'))
+    run_dir.mkdir(parents=True, exist_ok=True)                # only now: a config its data refuse leaves no directory behind
     write_json({'config': cfg.to_dict(), 'hash': cfg.hash}, run_dir / 'config.json')
     write_json({**environment(fed.device), 'seed': cfg.seed}, run_dir / 'env.json')
     if ckpt:

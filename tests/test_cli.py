@@ -32,6 +32,14 @@ def test_set_reaches_fields_and_bad_values_exit_2(tmp_path):
     assert p.returncode == 2 and 'classes_per_client=12' in p.stderr
 
 
+def test_an_unusable_out_is_one_line_naming_it(tmp_path):
+    a_file = tmp_path / 'a-file'
+    a_file.write_text('')
+    for out in (str(a_file), '/dev/null/runs'):
+        p = fedrepro('run', '--model', 'mlp', '--rounds', '1', '--out', out)
+        assert p.returncode == 2 and 'Traceback' not in p.stderr and out in p.stderr, p.stderr
+
+
 def test_list_names_everything():
     p = fedrepro('list')
     assert p.returncode == 0
