@@ -8,7 +8,7 @@ import argparse, json, shutil, sys
 import fedrepro
 from dataclasses import fields, MISSING
 from pathlib import Path
-from .core import check, get_device, DATASETS, PARTITIONS, MODELS, ALGORITHMS
+from .core import check, bad_value, get_device, DATASETS, PARTITIONS, MODELS, ALGORITHMS
 from .config import ExperimentConfig, model_options
 from .runner import run
 
@@ -39,6 +39,18 @@ def _key_values(items) -> dict:
     "`--set key=value` items as a dict, values read as JSON where they parse."
     return {k: _parse_value(v) for k, v in _pairs(items)}
 
+def _field_value(name: str, type_: str, text: str):
+    "`--set name=text` for a config field: None where the field may be None, else `text` as the field's type, refused by name."
+    if text in ('None', 'null') and type_.endswith('| None'): return None
+    try: return _TYPES.get(type_, _parse_value)(text)
+    except ValueError: raise bad_value(name, text, f"a value of type {type_.replace(' | None', ' or None')}") from None
+
+def _merge(name: str, text: str, into: dict):
+    "`--set params={...}` (or `partition_params`, `model_params`): the JSON object's keys added to those the other options give."
+    value = _parse_value(text)
+    check(isinstance(value, dict), name, text, 'a JSON object, e.g. {"mu": 0.01}')
+    into.update(value)
+
 def config_from_args(args) -> ExperimentConfig:
     "The `ExperimentConfig` for parsed `fedrepro run` arguments."
     from fedrepro.partitions import scheme_params
@@ -46,7 +58,8 @@ def config_from_args(args) -> ExperimentConfig:
     types = {f.name: f.type for f in fields(ExperimentConfig)}
     params, mparams, pparams = {}, {}, {k: getattr(args, k) for k in ('classes_per_client', 'alpha') if getattr(args, k, None) is not None}
     for k, v in _pairs(args.set):
-        if k in types: given[k] = _TYPES.get(types[k], _parse_value)(v)
+        if types.get(k) == 'dict': _merge(k, v, {'params': params, 'partition_params': pparams, 'model_params': mparams}[k])
+        elif k in types: given[k] = _field_value(k, types[k], v)
         elif k in scheme_params(given.get('partition', ExperimentConfig.partition)): pparams[k] = _parse_value(v)
         elif k in model_options(given.get('model', ExperimentConfig.model)): mparams[k] = _parse_value(v)
         else: params[k] = _parse_value(v)
