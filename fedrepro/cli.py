@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_cli.ipynb #af60c537
 from __future__ import annotations
-import argparse, json, shutil, sys
+import argparse, difflib, json, shutil, sys
 import fedrepro
 from dataclasses import fields, MISSING
 from pathlib import Path
@@ -51,6 +51,20 @@ def _merge(name: str, text: str, into: dict):
     check(isinstance(value, dict), name, text, 'a JSON object, e.g. {"mu": 0.01}')
     into.update(value)
 
+def _misplaced(key: str, text: str, given: dict) -> ValueError:
+    "The error for a `--set` key this run has no place for: where such a key belongs, or the name it is closest to."
+    from fedrepro.partitions import scheme_params
+    run = {'partition': ExperimentConfig.partition, 'model': ExperimentConfig.model, 'algorithm': ExperimentConfig.algorithm, **given}
+    homes = {'partition': [s for s in PARTITIONS if key in scheme_params(s)], 'model': [m for m in MODELS if key in model_options(m)],
+             'algorithm': [a for a in ALGORITHMS if key in ALGORITHMS[a].hparams]}
+    where = ' or '.join(f"{kind} {', '.join(map(repr, names))}" for kind, names in homes.items() if names)
+    this = f"this run's partition is {run['partition']!r}, model {run['model']!r}, algorithm {run['algorithm']!r}"
+    if where: return bad_value(f'--set {key}', text, f"a parameter of {where}; {this}")
+    names = [f.name for f in fields(ExperimentConfig)] + sorted({k for a in ALGORITHMS for k in ALGORITHMS[a].hparams})
+    near = difflib.get_close_matches(key, names, n=1)
+    return bad_value(f'--set {key}', text, (f'no config field or parameter has this name; did you mean {near[0]!r}? ' if near else
+                                            'no config field or parameter has this name; ') + '`fedrepro list` names them')
+
 def config_from_args(args) -> ExperimentConfig:
     "The `ExperimentConfig` for parsed `fedrepro run` arguments."
     from fedrepro.partitions import scheme_params
@@ -62,7 +76,8 @@ def config_from_args(args) -> ExperimentConfig:
         elif k in types: given[k] = _field_value(k, types[k], v)
         elif k in scheme_params(given.get('partition', ExperimentConfig.partition)): pparams[k] = _parse_value(v)
         elif k in model_options(given.get('model', ExperimentConfig.model)): mparams[k] = _parse_value(v)
-        else: params[k] = _parse_value(v)
+        elif k in ALGORITHMS[given.get('algorithm', ExperimentConfig.algorithm)].hparams: params[k] = _parse_value(v)
+        else: raise _misplaced(k, v, given)
     return ExperimentConfig(**given, params=params, partition_params=pparams, model_params=mparams)
 
 

@@ -82,7 +82,7 @@ def _finished_records(run_dir: Path, cfg: ExperimentConfig, ckpt) -> pd.DataFram
         if ckpt['round'] != cfg.rounds: return None
         if not f.exists() or f.read_text() != _metrics_text(ckpt['rows']): _write_metrics(run_dir, ckpt['rows'])
         return pd.DataFrame(ckpt['rows'])
-    try: metrics = pd.read_csv(f, float_precision='round_trip')
+    try: metrics = pd.read_csv(f)
     except (OSError, ValueError): return None                # missing, empty or unparsable: not a finished run's records
     complete = 'round' in metrics and metrics['round'].tolist() == list(range(cfg.rounds + 1))
     return metrics if complete and summarize_run(cfg, metrics) == _read_json(s) else None
