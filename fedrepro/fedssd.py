@@ -4,17 +4,20 @@
 
 # %% ../nbs/14_fedssd.ipynb #19124890
 from __future__ import annotations
-import torch
+import math
+import numpy as np, pandas as pd, torch
 import torch.nn.functional as F
 from .core import ALGORITHMS, DATASETS, PAPERS, check
 from .engine import Algorithm, ClientContext, check_hparam
 from .distill import TeacherMixin, RoundCredibility
-from .repro import Paper, Setting
+from .metrics import final_accuracy, t_reach
+from .repro import Paper, Setting, Claim, Compare, Band, Never, Elsewhere, SWEEP_SEEDS
 
 # %% auto #0
-__all__ = ['FEDSSD_METHODS', 'PAPER_DATA', 'STRENGTHS', 'AUX', 'ALPHAS', 'ABLATION', 'FEDSSD_SETTINGS', 'FEDSSD',
-           'class_credibility', 'sample_credibility', 'ssd_mask', 'ssd_loss', 'kl_distillation', 'FedSSD',
-           'paper_methods']
+__all__ = ['FEDSSD_METHODS', 'PAPER_DATA', 'STRENGTHS', 'AUX', 'ALPHAS', 'ABLATION', 'MINI_DATA', 'MINI_ROUNDS',
+           'MINI_LOCAL_STEPS', 'SWEEP_LRS', 'MINI_LR', 'FEDSSD_SETTINGS', 'TABLE1_SETTINGS', 'BASELINES',
+           'TABLE2_SETTINGS', 'FEDSSD_CLAIMS', 'FEDSSD', 'class_credibility', 'sample_credibility', 'ssd_mask',
+           'ssd_loss', 'kl_distillation', 'FedSSD', 'paper_methods', 'fedssd_cells', 'mask_cells']
 
 # %% ../nbs/14_fedssd.ipynb #b91777b6
 def class_credibility(A: torch.Tensor) -> torch.Tensor:
@@ -123,6 +126,11 @@ ALPHAS = (0.01, 0.1, 0.5)                                                  # Tab
 ABLATION = {f'{loss.upper()} (α={a:g})': {'params': {'m_max': a, **({} if loss == 'ssd' else {'distill': loss})}, **AUX}
             for loss in ('kl', 'mse', 'ssd') for a in ALPHAS}            # SSD at α = 0.01 is Table I's CIFAR-10 run
 
+MINI_DATA = {'CIFAR-10': ('digits', "scikit-learn's 1,797 handwritten digits at 28×28 (embedded, not CIFAR-10)")}   # CIFAR-100, TinyImageNet: no mini (see the chapter)
+MINI_ROUNDS, MINI_LOCAL_STEPS = 15, 5
+SWEEP_LRS = (0.01, 0.03, 0.1)                   # mini's lr sweep: the paper's rate and two half-decades above
+MINI_LR = 0.1                                     # `mini_lr` of that sweep on `SWEEP_SEEDS`, for every method
+
 def paper_methods(data: str) -> dict:
     "Each method's own config fields in the paper's runs on `data` (Section 5.1 and our readings)."
     s = STRENGTHS[data]
@@ -132,12 +140,25 @@ def paper_methods(data: str) -> dict:
             'FedNTD': {'params': {'tau': 1.0, 'beta': 1.0}}, 'FedCAD': {'params': {'beta': 1.0}, **AUX},
             'FedSSD': {'params': {'m_max': s['m_max']}, **AUX}}
 
+def _mini(data: str, local_epochs: int = 10) -> tuple:
+    "The mini fields of a setting on `data` (None where `data` has no stand-in), its stand-in and why it differs: local steps in proportion to the paper's epochs."
+    if data not in MINI_DATA: return None, '', ''
+    small, stand_in = MINI_DATA[data]
+    steps = max(1, round(MINI_LOCAL_STEPS * local_epochs / 10))
+    lr = MINI_LR
+    mini = dict(dataset=small, model='lenet', model_params={}, rounds=MINI_ROUNDS, local_steps=steps, lr=lr)
+    why = (f'{MINI_ROUNDS} rounds of {steps} local steps of 64 (the paper: 100 rounds of {local_epochs} epochs, hundreds of steps a round), '
+           f'so that the FedSSD set fits minutes on two cores; lr {lr:g} for every method (the paper: 0.01), '
+           f"the rate at which the most runs learned without diverging on seeds {', '.join(map(str, SWEEP_SEEDS))} (`mini_lr`)")
+    return mini, stand_in, why
+
 def _setting(data: str, methods: dict | None = None, **changes) -> Setting:
-    "The paper's default run on `data` (Dir(0.5), ten clients all taking part, E = 10), `changes` applied, for `methods` (default: all seven)."
+    "The paper's default run on `data` (Dir(0.5), ten clients all taking part, E = 10), `changes` applied, for `methods` (default: all seven), and its mini scale."
     dataset, model, rounds = PAPER_DATA[data]
     common = dict(dataset=dataset, partition='dirichlet', partition_params={'alpha': 0.5}, model=model, num_clients=10, clients_per_round=10,
                   rounds=rounds, local_epochs=10, batch_size=64, lr=0.01, momentum=0.9, weight_decay=1e-5, weighting='samples')
-    return Setting({**common, **changes}, paper_methods(data) if methods is None else methods)
+    mini, stand_in, why = _mini(data, changes.get('local_epochs', 10))
+    return Setting({**common, **changes}, paper_methods(data) if methods is None else methods, mini=mini, stand_in=stand_in, why=why)
 
 FEDSSD_SETTINGS = {
     **{data: _setting(data) for data in PAPER_DATA},                                                   # Table I, Figure 7
@@ -148,8 +169,96 @@ FEDSSD_SETTINGS = {
     'CIFAR-10 (Table III)': _setting('CIFAR-10', ABLATION),
     'CIFAR-10 (IID)': _setting('CIFAR-10', {'FedAvg': {}}, partition='iid', partition_params={}),       # Figure 3(b)
 }
+TABLE1_SETTINGS = list(PAPER_DATA)
 
+
+# %% ../nbs/14_fedssd.ipynb #539bd5aa
+def fedssd_cells(runs: dict, chance: float, health: dict) -> list[dict]:
+    "ACC (the last round's), rounds to FedAvg's final accuracy, ACC less FedAvg's, FedSSD's margin over the best baseline, traffic over FedAvg's, and each credibility-mask run's mechanism (`mask_cells`); one setting and seed."
+    acc = {m: final_accuracy(c) for m, c in runs.items()}
+    out = [dict(method=m, metric='ACC', value=v) for m, v in acc.items()]
+    out += [cell for m, c in runs.items() if 'mask_nonzero' in c for cell in mask_cells(m, c)]
+    if 'FedAvg' not in runs: return out
+    target = acc['FedAvg']
+    h = 'ok' if health.get('FedAvg', 'ok') == 'ok' else f"reference FedAvg {health['FedAvg']}"
+    sent = lambda c: (c.loc[c['round'] >= 1, 'up_params'] + c.loc[c['round'] >= 1, 'down_params']).mean()
+    for m, c in runs.items():
+        r = t_reach(c[c['round'] >= 1], target)              # the paper counts from round 1
+        out += [dict(method=m, metric='rounds to target', value=math.inf if np.isnan(r) else r, health=h),
+                dict(method=m, metric="traffic / FedAvg's", value=float(sent(c) / sent(runs['FedAvg'])))]
+        if m != 'FedAvg': out.append(dict(method=m, metric="ACC − FedAvg's", value=acc[m] - target, health=h))
+    if 'FedSSD' in acc:
+        others = [m for m in acc if m != 'FedSSD']
+        bad = [f'{m} {health[m]}' for m in others if health.get(m, 'ok') != 'ok']
+        out.append(dict(method='FedSSD', metric='margin over the best baseline', value=acc['FedSSD'] - max(acc[m] for m in others),
+                        health='ok' if not bad else 'baseline ' + '; '.join(bad)))
+    return out
+
+def mask_cells(method: str, c: pd.DataFrame) -> list[dict]:
+    "Claim C5's cells of a run with the credibility mask: the fraction of non-zero mask entries in round 1 and in the last round, its rank correlation with the round (positive: it rises), and $\\mathcal L_{SSD}/\\mathcal L_{CE}$ in the last round."
+    d = c.dropna(subset=['mask_nonzero']).sort_values('round')
+    if d.empty: return []
+    trend = d['round'].corr(d['mask_nonzero'], method='spearman') if d['mask_nonzero'].nunique() > 1 else math.nan
+    cells = {'mask non-zero, round 1': d['mask_nonzero'].iloc[0], 'mask non-zero, last round': d['mask_nonzero'].iloc[-1],
+             'mask non-zero trend': trend, 'SSD / CE, last round': d['ssd_over_ce'].iloc[-1]}
+    return [dict(method=method, metric=k, value=float(v)) for k, v in cells.items() if np.isfinite(v)]
+
+
+# %% ../nbs/14_fedssd.ipynb #5ed547a2
+BASELINES = ('FedAvg', 'FedProx', 'FedCurv', 'MOON', 'FedNTD', 'FedCAD')
+TABLE2_SETTINGS = ['CIFAR-10 (#K=2)', 'CIFAR-10 (#K=5)', 'CIFAR-10 (δ=0.1)', 'CIFAR-10', 'CIFAR-10 (δ=10)']   # Table II's columns, in its order
+_higher = lambda st, metric, a, b, **kw: Compare(st, metric, a, b, 'higher', **kw)
+_fewer = lambda st, a, b: Compare(st, 'rounds to target', a, b, 'lower')
+_LOCAL = ("the engine evaluates the global model only: each client's model after its local update (the average local accuracy, "
+          "Figure 7's bottom row, Figures 2 and 3) is not measured here")
+FEDSSD_CLAIMS = [
+    Claim('C1', "On CIFAR-10 FedSSD's final accuracy (73.38) is the highest of the seven methods, +2.89 over FedAvg and +1.15 over FedCAD (Table I)",
+          tuple(_higher('CIFAR-10', 'ACC', 'FedSSD', m) for m in BASELINES)),
+    Claim('C2', "On CIFAR-10 FedSSD first reaches FedAvg's final accuracy soonest: round 33, FedCAD 35, FedNTD 51, FedProx 55, MOON 62, FedCurv 99 (Table I)",
+          tuple(_fewer('CIFAR-10', 'FedSSD', m) for m in BASELINES)),
+    Claim('C3', "On CIFAR-100 MOON's final accuracy is the best (67.32) and FedSSD's second (66.19); FedSSD reaches FedAvg's final accuracy in "
+                'the fewest rounds (48; MOON 60), and FedCurv, FedNTD and FedCAD never do (Table I)',
+          (_higher('CIFAR-100', 'ACC', 'MOON', 'FedSSD'),) + tuple(_higher('CIFAR-100', 'ACC', 'FedSSD', m) for m in BASELINES if m != 'MOON')
+          + tuple(_fewer('CIFAR-100', 'FedSSD', m) for m in BASELINES) + tuple(Never('CIFAR-100', m, 'rounds to target') for m in ('FedCurv', 'FedNTD', 'FedCAD'))),
+    Claim('C4', "On TinyImageNet FedSSD is best (27.44), FedNTD second (27.17), and FedSSD reaches FedAvg's final accuracy soonest (round 10) (Table I)",
+          tuple(_higher('TinyImageNet', 'ACC', 'FedSSD', m) for m in BASELINES) + tuple(_higher('TinyImageNet', 'ACC', 'FedNTD', m) for m in BASELINES if m != 'FedNTD')
+          + tuple(_fewer('TinyImageNet', 'FedSSD', m) for m in BASELINES)),
+    Claim('C5', 'The mask starts (almost) all zero, so FedSSD begins as FedAvg, and switches on as the global model improves (Section 5.2, Figure 7): '
+                'on CIFAR-10, in round 1 at most 1% of the mask entries are non-zero, and the fraction rises with the rounds (positive rank correlation)',
+          (Band('CIFAR-10', 'FedSSD', 'mask non-zero, round 1', hi=0.01), Band('CIFAR-10', 'FedSSD', 'mask non-zero trend', lo=0))),
+    Claim('C6', "On CIFAR-10 the average local test accuracy of FedSSD's clients exceeds FedAvg's after about 10 rounds and stays above (Figure 7)",
+          (Elsewhere(_LOCAL),)),
+    Claim('C7', 'FedSSD is the most accurate method in all five partitions of Table II (#K = 2, 5; δ = 0.1, 0.5, 10)',
+          tuple(_higher(st, 'ACC', 'FedSSD', m) for st in TABLE2_SETTINGS for m in BASELINES)),
+    Claim('C8', 'Under quantity skew MOON is below FedAvg: 45.15 against 49.64 (#K = 2) and 67.41 against 67.82 (#K = 5) (Table II)',
+          tuple(_higher(st, 'ACC', 'FedAvg', 'MOON') for st in TABLE2_SETTINGS[:2])),
+    Claim('C9', "FedSSD beats FedCurv in every partition of Table II, sending only a K×K matrix more than FedAvg while FedCurv's Fisher exchange "
+                'at least doubles the traffic (Table II, Sections 2 and 5.4)',
+          tuple(_higher(st, 'ACC', 'FedSSD', 'FedCurv') for st in TABLE2_SETTINGS)
+          + (Band('CIFAR-10', 'FedSSD', "traffic / FedAvg's", hi=1.01), Band('CIFAR-10', 'FedCurv', "traffic / FedAvg's", lo=2))),
+    Claim('C10', "With 100 clients and 10 or 20 a round, FedSSD's global accuracy stays above every baseline's on CIFAR-10 and CIFAR-100 (Figure 8; "
+                 'read as the final accuracy)',
+          tuple(_higher(f'{d} (C={c:g})', 'ACC', 'FedSSD', m) for d in ('CIFAR-10', 'CIFAR-100') for c in (0.1, 0.2) for m in BASELINES)),
+    Claim('C11', 'As the local epochs grow FedAvg and MOON lose accuracy (read: E = 5 above E = 20), and FedSSD is the best at E = 20 (Figure 9)',
+          tuple(_higher('CIFAR-10 (E=5)', 'ACC', m, m, setting_b='CIFAR-10 (E=20)') for m in ('FedAvg', 'MOON'))
+          + tuple(_higher('CIFAR-10 (E=20)', 'ACC', 'FedSSD', m) for m in BASELINES)),
+    Claim('C12', 'Of the distillation losses SSD is the best at every α, and MSE beats KL at α = 0.01 and 0.1 (Table III)',
+          tuple(_higher('CIFAR-10 (Table III)', 'ACC', f'SSD (α={a:g})', f'{o} (α={a:g})') for a in ALPHAS for o in ('MSE', 'KL'))
+          + tuple(_higher('CIFAR-10 (Table III)', 'ACC', f'MSE (α={a:g})', f'KL (α={a:g})') for a in ALPHAS[:2])),
+    Claim('C13', "With FedAvg on non-IID CIFAR-10 the global model beats the clients' local models in most rounds, the more so the more "
+                 'heterogeneous the split (Figure 2)', (Elsewhere(_LOCAL),)),
+    Claim('C14', "Under Dir(0.5) a client's local model beats the global model on that client's majority classes; under IID it does not (Figure 3)",
+          (Elsewhere(_LOCAL),)),
+    Claim('C15', "After one local update from the same global model FedAvg's local model forgets the client's rare classes and FedSSD's keeps "
+                 "the global model's accuracy on them (Figure 4)", (Elsewhere("Figure 4's single local updates from a checkpoint are not run here"),)),
+]
+
+
+# %% ../nbs/14_fedssd.ipynb #c78e4f7f
 FEDSSD = PAPERS.register('fedssd', Paper(
     'fedssd', 'Yuting He, Yiqiang Chen, XiaoDong Yang, Hanchao Yu, Yi-Hua Huang and Yang Gu, *Learning Critically: Selective Self '
               'Distillation in Federated Learning on Non-IID Data*, IEEE Transactions on Big Data, arXiv:2504.14694, 2025',
-    {**{m: 'fedssd' for m in ABLATION}, **FEDSSD_METHODS}, FEDSSD_SETTINGS))
+    {**{m: 'fedssd' for m in ABLATION}, **FEDSSD_METHODS}, FEDSSD_SETTINGS, fedssd_cells,
+    artefacts={'fedssd_table1': "Table I: final accuracy and rounds to FedAvg's final accuracy, and Figure 7's global-accuracy curves"},
+    claims=FEDSSD_CLAIMS))
+
