@@ -39,6 +39,12 @@ class FedProx(Algorithm):
         check(isinstance(p['from_round'], int) and not isinstance(p['from_round'], bool) and p['from_round'] >= 1,
               "params['from_round']", p['from_round'], 'an integer >= 1 (the first round with the proximal term)')
 
+    @classmethod
+    def switched_off(cls, cfg) -> str | None:
+        p = {**cls.hparams, **cfg.params}
+        if p['mu'] == 0: return 'mu=0 (no proximal term)'
+        if p['from_round'] > cfg.rounds: return f"from_round={p['from_round']} > rounds={cfg.rounds} (the proximal term never starts)"
+
     @property
     def coef(self) -> float:
         "The factor of $(\\theta-\\theta^g)$ in the term's gradient: $\\mu$ ('half') or $2\\mu$ ('full')."
@@ -164,6 +170,9 @@ class FedCurv(Algorithm):
         check(p['variant'] in _VARIANTS, "params['variant']", p['variant'], ' or '.join(_VARIANTS.values()))
         check(isinstance(p['fisher_samples'], int) and not isinstance(p['fisher_samples'], bool) and p['fisher_samples'] >= 1,
               "params['fisher_samples']", p['fisher_samples'], "an integer >= 1: the samples variant 'fedntd' estimates the Fisher on (FedNTD: 500)")
+
+    @classmethod
+    def switched_off(cls, cfg) -> str | None: return 'lam=0 (no Fisher penalty)' if {**cls.hparams, **cfg.params}['lam'] == 0 else None
 
     def broadcast(self) -> dict: return {'x': self.x, 'u': self.u, 'v': self.v}
     def payload(self, d: int) -> dict: return {'up': 3 * d, 'down': 3 * d}

@@ -92,6 +92,15 @@ def _run_parser(sub):
     p.add_argument('--set', action='append', metavar='KEY=VALUE', help='a config field, a partition parameter or an algorithm hyperparameter; repeatable')
     p.add_argument('--out', default='runs', help='directory for run directories (default: runs)')
     p.add_argument('--no-progress', action='store_true', help='no progress bar')
+    p.add_argument('--keep-diverged', action='store_true', help='train on after the model diverges (default: stop at that round, exit 1)')
+    p.add_argument('--allow-code-change', action='store_true', help='resume a run that another fedrepro version started')
+
+def _seed_list(text: str) -> list[int]:
+    "`--seeds 0,1,2` as a list, refused by name."
+    try: seeds = [int(x) for x in text.split(',')]
+    except ValueError: seeds = None
+    if seeds is None or min(seeds) < 0: raise argparse.ArgumentTypeError(f'{text!r} is not allowed: comma-separated integers >= 0, e.g. 0,1,2')
+    return seeds
 
 # %% ../nbs/07_cli.ipynb #84111e2b
 SCALES = ('paper', 'mini', 'smoke')
@@ -169,7 +178,7 @@ def main(argv=None):
     r.add_argument('name')
     r.add_argument('--scale', default='mini', choices=SCALES)
     r.add_argument('--out', default='repro_out')
-    r.add_argument('--seeds', type=lambda s: [int(x) for x in s.split(',')], default=None, help='comma-separated, e.g. 0,1,2')
+    r.add_argument('--seeds', type=_seed_list, default=None, help='comma-separated, e.g. 0,1,2')
     r.add_argument('--device', default='auto')
     r.add_argument('--data-root', default='data')
     r.add_argument('--set', action='append', metavar='KEY=VALUE', help="one of the notebook's own parameters, e.g. profile=P; repeatable")
@@ -185,7 +194,11 @@ def main(argv=None):
         elif args.command == 'reproduce':
             print(reproduce(args.name, args.scale, args.out, args.seeds, args.device, args.data_root, extra=_key_values(args.set)))
         else:
-            res = run(config_from_args(args), args.out, progress=not args.no_progress)
+            res = run(config_from_args(args), args.out, progress=not args.no_progress, keep_diverged=args.keep_diverged,
+                      allow_code_change=args.allow_code_change)
             print(json.dumps(res.summary, indent=2)); print(f'records: {res.run_dir}')
+            if d := res.summary.get('diverged'):
+                parser.exit(1, f"fedrepro: the run diverged at round {d['round']} ({d['reason']}); it reports no accuracy"
+                               f"{'' if args.keep_diverged else ' and stopped there (--keep-diverged trains on)'}\n")
     except (ValueError, TypeError, OSError, RuntimeError) as e:      # OSError: an --out or --data-root that cannot be used, named in e
         parser.exit(2, f'fedrepro: error: {e}\n')

@@ -4,7 +4,7 @@
 
 # %% ../nbs/01_config.ipynb #85326a48
 from __future__ import annotations
-import dataclasses, hashlib, inspect, json, math, re, sys
+import dataclasses, hashlib, inspect, json, math, os, re, sys, warnings
 import numpy as np
 from dataclasses import dataclass, field, fields
 from .core import check, bad_value, load_modules, DATASETS, PARTITIONS, MODELS, ALGORITHMS
@@ -24,6 +24,13 @@ def _plain(v):
     if isinstance(v, dict): return {k: _plain(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)): return type(v)(_plain(x) for x in v)
     return v
+
+_FLOATS = ('lr', 'momentum', 'weight_decay', 'dp_clip', 'dp_noise', 'dp_delta')   # float fields: an int given is stored as a float
+
+def _canonical_params(params: dict, defaults: dict) -> dict:
+    "Hyperparameters as hashed: ints stored as floats where the default is a float, and values equal to the default left out, so equal configs hash equally."
+    as_default = lambda k, v: float(v) if isinstance(defaults.get(k), float) and type(v) is int else v
+    return {k: as_default(k, v) for k, v in params.items() if not (k in defaults and type(as_default(k, v)) is type(defaults[k]) and as_default(k, v) == defaults[k])}
 
 _NOT_HASHED = ('data_root', 'download', 'checkpoint_every')
 _HASHED_WHEN_SET = {'momentum': 0.0, 'weight_decay': 0.0, 'test_size': 0, 'dp_clip': None, 'dp_noise': 0.0, 'dp_delta': 1e-5}   # added later: at their defaults they stay out, so older runs keep their hash
@@ -67,6 +74,7 @@ class ExperimentConfig:
     def __post_init__(self):
         for f in fields(self): object.__setattr__(self, f.name, _plain(getattr(self, f.name)))
         for reg, name in ((DATASETS, 'dataset'), (PARTITIONS, 'partition'), (MODELS, 'model'), (ALGORITHMS, 'algorithm')):
+            check(isinstance(getattr(self, name), str), name, getattr(self, name), f'a name: one of {list(reg)}')
             reg[getattr(self, name)]                     # raises, listing the known names
         for f in ('num_clients', 'clients_per_round', 'rounds', 'local_epochs', 'batch_size', 'eval_every', 'eval_batch_size', 'checkpoint_every'):
             v = getattr(self, f)
@@ -92,6 +100,29 @@ class ExperimentConfig:
         check(isinstance(self.test_size, int) and not isinstance(self.test_size, bool) and self.test_size >= 0, 'test_size', self.test_size, 'an integer >= 0 (0: the whole test set)')
         check(self.aux_from in AUX_FROM, 'aux_from', self.aux_from, AUX_FROM_ALLOWED)
         check(isinstance(self.download, bool), 'download', self.download, 'True or False')
+        check(isinstance(self.data_root, (str, os.PathLike)), 'data_root', self.data_root, 'a folder path (str or Path)')
+        self._canonicalise()
+        self._check_model()
+        if (why := ALGORITHMS[self.algorithm].switched_off(self)): warnings.warn(f'algorithm {self.algorithm!r} is switched off by {why}: the run trains as plain FedAvg', stacklevel=3)
+
+    def _canonicalise(self):
+        "Ints in float fields and float hyperparameters as floats, a Path `data_root` as text: one spelling per value."
+        for f in _FLOATS:
+            if type(v := getattr(self, f)) is int: object.__setattr__(self, f, float(v))
+        defaults = ALGORITHMS[self.algorithm].hparams
+        object.__setattr__(self, 'params', {k: float(v) if isinstance(defaults.get(k), float) and type(v) is int else v for k, v in self.params.items()})
+        object.__setattr__(self, 'data_root', os.fspath(self.data_root))
+
+    def _check_model(self):
+        "Build the model with its options on the meta device (no memory, no time): an option it refuses is refused here, by name."
+        if not self.model_params: return
+        import torch
+        d = DATASETS[self.dataset]
+        try:
+            with torch.device('meta'): MODELS[self.model](d.input_shape, d.num_classes, **{k: v for k, v in self.model_params.items() if k != 'projection_dim'})
+        except (TypeError, ValueError) as e:
+            raise bad_value('model_params', self.model_params, f'options model {self.model!r} can be built with ({type(e).__name__}: {e})') from None
+        except OSError: pass                             # it needs files (pretrained weights): the run itself says which
 
     def _check_dp(self, number):
         c = self.dp_clip
@@ -108,15 +139,16 @@ class ExperimentConfig:
         check(isinstance(pp, dict), 'partition_params', pp, 'a dict')
         for k, v in pp.items(): check(k in accepted, f'partition_params[{k!r}]', v, f'a parameter of partition {self.partition!r}: one of {sorted(accepted)}')
         n_classes, k = DATASETS[self.dataset].num_classes, pp.get('classes_per_client')
-        check(k is None or (isinstance(k, int) and 1 <= k <= n_classes), 'classes_per_client', k, f'an integer from 1 to the {n_classes} classes of {self.dataset}')
+        check(k is None or (isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= n_classes), 'classes_per_client', k, f'an integer from 1 to the {n_classes} classes of {self.dataset}')
         a = pp.get('alpha')
-        check(a is None or (isinstance(a, (int, float)) and math.isfinite(a) and a > 0), 'alpha', a, 'a finite number > 0')
+        check(a is None or (isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a) and a > 0), 'alpha', a, 'a finite number > 0')
 
     def to_dict(self) -> dict: return dataclasses.asdict(self)
     @classmethod
     def from_dict(cls, d: dict) -> ExperimentConfig:
         "A config from a dict, refusing keys that are not fields."
         known = {f.name for f in fields(cls)}
+        check(isinstance(d, dict), 'config', d, f'a dict whose keys are among {sorted(known)}')
         for k in d: check(k in known, 'config key', k, f'one of {sorted(known)}')
         return cls(**d)
     def replace(self, **changes) -> ExperimentConfig: return dataclasses.replace(self, **changes)
@@ -125,6 +157,7 @@ class ExperimentConfig:
     def hash(self) -> str:
         "A stable hex digest of everything that determines the run's results."
         d = {k: _HASHED_AS.get(k, v) for k, v in self.to_dict().items() if k not in _NOT_HASHED and not (k in _HASHED_WHEN_SET and v == _HASHED_WHEN_SET[k])}
+        d['params'] = _canonical_params(self.params, ALGORITHMS[self.algorithm].hparams)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
     def __hash__(self): return int(self.hash, 16)
     @property

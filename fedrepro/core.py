@@ -16,8 +16,10 @@ __all__ = ['DATASETS', 'PARTITIONS', 'MODELS', 'ALGORITHMS', 'PAPERS', 'bad_valu
 
 # %% ../nbs/00_core.ipynb #a0a98bb6
 def bad_value(field: str, value, allowed: str) -> ValueError:
-    "The `ValueError` for `field=value`, saying what is `allowed`."
-    return ValueError(f"{field}={value!r} is not allowed: {allowed}")
+    "The `ValueError` for `field=value`, saying what is `allowed`; a value too long to read is cut in the middle."
+    shown = repr(value)
+    if len(shown) > 80: shown = f'{shown[:40]}...{shown[-20:]} ({len(shown)} characters)'
+    return ValueError(f"{field}={shown} is not allowed: {allowed}")
 
 def check(ok: bool, field: str, value, allowed: str):
     "Raise `bad_value(field, value, allowed)` unless `ok`."

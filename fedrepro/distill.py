@@ -96,6 +96,9 @@ class FedNTD(TeacherMixin, Algorithm):
         check_hparam(params, 'beta', lambda v: v >= 0, 'a finite number >= 0 (FedNTD config: 1)')
         check_hparam(params, 'tau', lambda v: v > 0, 'a finite number > 0 (FedNTD config: 1)')
 
+    @classmethod
+    def switched_off(cls, cfg) -> str | None: return 'beta=0 (no not-true distillation)' if {**cls.hparams, **cfg.params}['beta'] == 0 else None
+
     def client_update(self, ctx: ClientContext, down: dict, state=None):
         self._glob = self.frozen(ctx, 'global').load_(down['x'])
         return super().client_update(ctx, down, state)

@@ -199,6 +199,11 @@ class Algorithm(LocalHooks):
         "Refuse hyperparameters this method does not have."
         for k in params: check(k in cls.hparams, f'params[{k!r}]', params[k], f'a hyperparameter of {cls.name}: one of {sorted(cls.hparams)}')
 
+    @classmethod
+    def switched_off(cls, cfg) -> str | None:
+        "Why `cfg`'s hyperparameters leave nothing of this method but FedAvg, or None; the config warns, as that is rarely meant."
+        return None
+
     # ---- server side
     def broadcast(self) -> dict: return {'x': self.x}
     def aggregate(self, ups: list[dict]):

@@ -366,7 +366,9 @@ PARTITIONS.register('domain_class', partition_domain_class)
 # %% ../nbs/02e_partitions.ipynb #7d05c0a3
 def partition_group(labels, num_clients, rng, groups=None, key='user'):
     "One client per value >= 0 of `groups[key]`; samples marked -1 are spread over the clients in proportion to their sizes."
-    check(groups is not None and key in groups, 'key', key, f'the name of a per-sample group array: one of {sorted(groups or {})}')
+    check(bool(groups), 'partition', 'group', "a scheme for data whose samples carry group ids (a loader's groups_train, e.g. landmarks' "
+          "'user'); this dataset has none to make one client per group of")
+    check(key in groups, 'key', key, f'the name of a per-sample group array: one of {sorted(groups or {})}')
     g = np.asarray(groups[key])
     ids, counts = np.unique(g[g >= 0], return_counts=True)
     check(num_clients == len(ids), 'num_clients', num_clients, f'the {len(ids)} distinct values of groups[{key!r}]: one client per group')

