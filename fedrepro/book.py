@@ -7,6 +7,7 @@ from __future__ import annotations
 import os, shutil, subprocess
 from contextlib import contextmanager
 from pathlib import Path
+from .core import check
 
 # %% auto #0
 __all__ = ['project_root', 'process', 'use_results', 'render', 'build_book']
@@ -63,6 +64,7 @@ def render(proc: Path, quarto: bool = False):
 
 def build_book(root=None, results=None, quarto: bool = False) -> Path:
     "Process, render and move the site to `root/_docs`; returns that folder."
+    if results: check(Path(results).is_dir(), 'results', str(results), 'a folder `fedrepro reproduce --out` wrote executed notebooks into')
     root = project_root(root)
     proc = process(root)
     if results: print('showing the executed', ', '.join(use_results(root, Path(results).resolve())) or 'no notebooks', 'from', results)

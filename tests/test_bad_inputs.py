@@ -203,6 +203,7 @@ CLI = {                                             # case: (argv, exit code, wo
     'reproduce --device gpu': (['reproduce', 'quickstart', '--device', 'gpu'], 2, ["device='gpu' is not allowed"]),
     'reproduce a parameter the job lacks': (['reproduce', 'fedimp_table1', '--set', 'profle=P'], 2, ["parameter='profle' is not allowed"]),
     'reproduce --set without =': (['reproduce', 'fedimp_table1', '--set', 'profile'], 2, ["--set='profile' is not allowed: key=value"]),
+    'book --results a missing folder': (['book', '--results', '/nonexistent/results'], 2, ["results='/nonexistent/results' is not allowed: a folder"]),
     'reproduce --out a file': (['reproduce', 'quickstart', '--scale', 'smoke', '--out', '{file}'], 2, ['{file}']),
 }
 

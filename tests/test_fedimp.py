@@ -4,7 +4,7 @@ from fedrepro.cli import main
 
 TINY = ['run', '--dataset', 'mnist5k', '--partition', 'shards', '--num-clients', '10', '--clients-per-round', '3', '--model', 'mlp',
         '--algorithm', 'fedimp', '--batch-size', '10', '--rounds', '2', '--device', 'cpu', '--no-progress']
-EVERY = {'lam': 100000.0, 'gamma': 0.8, 'ewc': True, 'weighted': True, 'estimator': 'per_sample', 'fisher_batch': 50,
+EVERY = {'lam': 20.0, 'gamma': 0.8, 'ewc': True, 'weighted': True, 'estimator': 'per_sample', 'fisher_batch': 50,
          'normalizer': 'l1', 'eps': 1e-10, 'safe': True}
 
 
