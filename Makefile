@@ -45,6 +45,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/engine_overhead.py
 	$(BIN)/python bench/parallel_runs.py
 	$(BIN)/python bench/evaluation.py
+	OMP_NUM_THREADS=1 $(BIN)/python bench/fedreg_floor.py
+	OMP_NUM_THREADS=1 $(BIN)/python bench/method_cost.py
 
 clean:
 	rm -rf _docs _proc repro_out runs
