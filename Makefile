@@ -47,6 +47,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/evaluation.py
 	OMP_NUM_THREADS=1 $(BIN)/python bench/fedreg_floor.py
 	OMP_NUM_THREADS=1 $(BIN)/python bench/method_cost.py
+	$(BIN)/python bench/startup.py
 
 clean:
 	rm -rf _docs _proc repro_out runs

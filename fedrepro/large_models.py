@@ -11,13 +11,17 @@ from pathlib import Path
 import torch
 from torch import nn
 import torch.nn.functional as F
-from torchvision.models import resnet as tv_resnet, densenet as tv_densenet, vision_transformer as tv_vit
+import importlib
 from .core import MODELS, check
 from .models import FeatureClassifier, MODEL_USES
 
+def _torchvision(module: str):
+    "`torchvision.models.<module>`, imported when a model first needs it: it takes a second, which a run that builds none of these saves."
+    return importlib.import_module(f'torchvision.models.{module}')
+
 # %% auto #0
-__all__ = ['VGG16_CONFIG', 'VIT_B32_WEIGHTS', 'num_params', 'resnet50', 'vgg16', 'batchnorm_to_groupnorm', 'densenet_map_side',
-           'densenet121_gn', 'cnn10', 'hub_weights_path', 'load_cached_weights', 'ResizeTo', 'vit_b32']
+__all__ = ['VGG16_CONFIG', 'num_params', 'resnet50', 'vgg16', 'batchnorm_to_groupnorm', 'densenet_map_side', 'densenet121_gn',
+           'cnn10', 'hub_weights_path', 'load_cached_weights', 'ResizeTo', 'vit_b32_weights', 'vit_b32']
 
 # %% ../nbs/03a_large_models.ipynb #c2e8c6e1
 def num_params(model: nn.Module) -> int:
@@ -28,7 +32,7 @@ def num_params(model: nn.Module) -> int:
 @MODELS.register('resnet50')
 def resnet50(input_shape=(3, 32, 32), num_classes=100):
     "ResNet-50 with MOON's CIFAR stem (3×3 conv, stride 1, no max-pool); representation = 2048-d pooled features."
-    net = tv_resnet.resnet50(weights=None, num_classes=num_classes)
+    net = _torchvision('resnet').resnet50(weights=None, num_classes=num_classes)
     net.conv1 = nn.Conv2d(input_shape[0], 64, kernel_size=3, stride=1, padding=1, bias=False)
     nn.init.kaiming_normal_(net.conv1.weight, mode='fan_out', nonlinearity='relu')   # torchvision's conv init
     net.maxpool = nn.Identity()
@@ -73,7 +77,7 @@ def densenet_map_side(side: int) -> int:
 def densenet121_gn(input_shape=(3, 224, 224), num_classes=2, groups: int = 4):
     "DenseNet-121 with GroupNorm(`groups`) for every BatchNorm and a flatten (no pooling) head, as FedReg's CT model."
     c, h, w = input_shape
-    net = tv_densenet.densenet121(weights=None)
+    net = _torchvision('densenet').densenet121(weights=None)
     if c != 3:
         net.features.conv0 = nn.Conv2d(c, 64, kernel_size=7, stride=2, padding=3, bias=False)
         nn.init.kaiming_normal_(net.features.conv0.weight)
@@ -126,7 +130,9 @@ class ResizeTo(nn.Module):
         if tuple(x.shape[-2:]) == (self.size, self.size): return x
         return F.interpolate(x, size=(self.size, self.size), mode='bilinear', align_corners=False)
 
-VIT_B32_WEIGHTS = tv_vit.ViT_B_32_Weights.IMAGENET1K_V1
+def vit_b32_weights():
+    "torchvision's ImageNet-1k weights of ViT-B/32 (their file name and digest), which `vit_b32` loads from the hub cache."
+    return _torchvision('vision_transformer').ViT_B_32_Weights.IMAGENET1K_V1
 
 @MODELS.register('vit_b32')
 def vit_b32(input_shape=(3, 224, 224), num_classes=100, pretrained: bool = True, image_size: int = 224,
@@ -135,11 +141,11 @@ def vit_b32(input_shape=(3, 224, 224), num_classes=100, pretrained: bool = True,
     check(input_shape[0] == 3, 'input_shape', input_shape, 'three channels (RGB) for ViT-B/32')
     check(image_size % 32 == 0, 'image_size', image_size, 'a multiple of the patch size, 32')
     check(head_init in ('ones', 'zeros', 'default'), 'head_init', head_init, "one of 'ones', 'zeros', 'default'")
-    state = load_cached_weights(VIT_B32_WEIGHTS) if pretrained else None     # first: fail before building
-    vit = tv_vit.vit_b_32(weights=None, image_size=image_size, dropout=dropout, attention_dropout=attention_dropout)
+    state = load_cached_weights(vit_b32_weights()) if pretrained else None     # first: fail before building
+    vit = _torchvision('vision_transformer').vit_b_32(weights=None, image_size=image_size, dropout=dropout, attention_dropout=attention_dropout)
     vit.heads = nn.Identity()                          # forward then returns the 768-d class token
     if state is not None:
-        if image_size != 224: state = tv_vit.interpolate_embeddings(image_size, 32, state)
+        if image_size != 224: state = _torchvision('vision_transformer').interpolate_embeddings(image_size, 32, state)
         vit.load_state_dict({k: v for k, v in state.items() if not k.startswith('heads.')})
     head = nn.Linear(vit.hidden_dim, num_classes)
     if head_init != 'default':

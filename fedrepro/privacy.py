@@ -8,7 +8,6 @@ import math
 import pandas as pd, torch
 import torch.nn.functional as F
 from torch import nn
-from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 from .core import FlatModel, torch_rng
 from .data import FedData
 from .engine import ClientContext, per_example_grads
@@ -115,6 +114,7 @@ def inverting_gradients(model: nn.Module, targets: torch.Tensor, labels: torch.T
 
 def image_scores(true: torch.Tensor, recovered: torch.Tensor) -> pd.DataFrame:
     "PSNR (dB) and SSIM of each recovered image against the true one, by scikit-image; pixels in [0, 1], the recovered clipped to it."
+    from skimage.metrics import peak_signal_noise_ratio, structural_similarity   # here: it loads scipy.stats, most of a second
     rows = []
     for a, b in zip(true.double().cpu().numpy(), recovered.clamp(0, 1).double().cpu().numpy()):
         colour = a.shape[0] > 1

@@ -10,7 +10,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 import numpy as np, pandas as pd
-from scipy import stats
 import fedrepro
 from .core import PAPERS, DATASETS, check
 from .config import ExperimentConfig
@@ -347,6 +346,7 @@ def one_sided(d, alternative: str) -> tuple[float, float]:
         t = math.copysign(math.inf, m)
         return t, 0.0 if (m < 0) == (alternative == 'less') else 1.0
     t = m / (s / math.sqrt(len(d)))
+    from scipy import stats                          # here, not at import: scipy.stats takes a third of a second to load
     return t, float(stats.t.cdf(t, len(d) - 1) if alternative == 'less' else stats.t.sf(t, len(d) - 1))
 
 def _paired(cells: pd.DataFrame, setting: str, metric: str, a: str, b: str, need: int = 3, setting_b: str | None = None):
@@ -436,6 +436,7 @@ class NotAbove:
         va, vb, seeds, bad = _paired(cells, self.setting, self.metric, self.a, self.b)
         d = (va - vb).to_numpy()
         n, m, s = len(d), d.mean(), d.std(ddof=1)
+        from scipy import stats
         upper = m + stats.t.ppf(1 - ALPHA, n - 1) * s / math.sqrt(n)
         _, p_above = one_sided(d, 'greater')
         outcome = 'reproduced' if upper <= self.margin else 'not reproduced' if p_above < ALPHA else 'inconclusive'
