@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_cli.ipynb #af60c537
 from __future__ import annotations
-import argparse, difflib, json, shutil, sys
+import argparse, difflib, json, shutil, sys, time
 import fedrepro
 from dataclasses import fields, MISSING
 from pathlib import Path
@@ -192,7 +192,9 @@ def main(argv=None):
             from fedrepro.book import build_book
             print(f'book: {build_book(results=args.results, quarto=args.quarto) / "index.html"}')
         elif args.command == 'reproduce':
-            print(reproduce(args.name, args.scale, args.out, args.seeds, args.device, args.data_root, extra=_key_values(args.set)))
+            t0 = time.perf_counter()
+            path = reproduce(args.name, args.scale, args.out, args.seeds, args.device, args.data_root, extra=_key_values(args.set))
+            print(f'{path}\n{args.name} at {args.scale}: {(time.perf_counter() - t0) / 60:.1f} min')
         else:
             res = run(config_from_args(args), args.out, progress=not args.no_progress, keep_diverged=args.keep_diverged,
                       allow_code_change=args.allow_code_change)
