@@ -59,6 +59,9 @@ class MOON(TeacherMixin, Algorithm):
         check_hparam(params, 'mu', lambda v: v >= 0, 'a finite number >= 0 (FedSSD: 5 on CIFAR-10, 1 on CIFAR-100 and TinyImageNet)')
         check_hparam(params, 'tau', lambda v: v > 0, 'a finite number > 0 (MOON: 0.5)')
 
+    @classmethod
+    def switched_off(cls, cfg) -> str | None: return 'mu=0 (no contrastive term)' if {**cls.hparams, **cfg.params}['mu'] == 0 else None
+
     def client_update(self, ctx: ClientContext, down: dict, state=None):
         self._glob = self.frozen(ctx, 'global').load_(down['x'])
         self._prev = None if state is None else self.frozen(ctx, 'previous').load_(state.to(down['x'].device))
@@ -156,6 +159,9 @@ class FedCAD(RoundCredibility, TeacherMixin, Algorithm):
     def check_params(cls, params: dict):
         super().check_params(params)
         check_hparam(params, 'beta', lambda v: v >= 0, 'a finite number >= 0 (reconstruction: tuned over 0.1, 0.5, 1)')
+
+    @classmethod
+    def switched_off(cls, cfg) -> str | None: return 'beta=0 (no distillation)' if {**cls.hparams, **cfg.params}['beta'] == 0 else None
 
     def payload(self, d: int) -> dict:
         return {'up': d, 'down': d + DATASETS[self.cfg.dataset].num_classes}   # the model and the K class recalls

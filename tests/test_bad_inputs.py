@@ -142,6 +142,8 @@ SWITCHED_OFF = {
     'FedProx from_round after the last round': (dict(algorithm='fedprox', rounds=5, params={'from_round': 999, 'mu': 100}), 'from_round=999 > rounds=5'),
     'FedCurv lam 0': (dict(algorithm='fedcurv', params={'lam': 0.0}), 'lam=0 (no Fisher penalty)'),
     'FedNTD beta 0': (dict(algorithm='fedntd', params={'beta': 0}), 'beta=0 (no not-true distillation)'),
+    'MOON mu 0': (dict(algorithm='moon', params={'mu': 0.0}), 'mu=0 (no contrastive term)'),
+    'FedCAD beta 0': (dict(algorithm='fedcad', params={'beta': 0}), 'beta=0 (no distillation)'),
 }
 
 @pytest.mark.parametrize('case', SWITCHED_OFF)

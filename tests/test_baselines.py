@@ -28,6 +28,7 @@ def final_x(cfg, rounds=2):
 
 # ---- each regulariser at zero is FedAvg
 
+@pytest.mark.filterwarnings('ignore:algorithm .* is switched off')     # the zero weight is the point here
 @pytest.mark.parametrize('algorithm, params, other', [('fedprox', {'mu': 0.0}, {'mu': 0.1}),
                                                       ('fedprox', {'mu': 0.0, 'convention': 'full'}, {'mu': 0.1, 'convention': 'full'}),
                                                       ('fedcurv', {'lam': 0.0}, {'lam': 0.1})])
@@ -37,6 +38,7 @@ def test_zero_weight_is_fedavg(algorithm, params, other):
     assert not torch.equal(final_x(cfg_of(algorithm, other)), avg)
 
 
+@pytest.mark.filterwarnings('ignore:algorithm .* is switched off')     # the zero weight is the point here
 def test_zero_weight_run_metrics_equal_fedavg(tmp_path):
     a = run(cfg_of(rounds=2), tmp_path / 'a').metrics
     for algorithm, params in (('fedprox', {'mu': 0.0}), ('fedcurv', {'lam': 0.0})):

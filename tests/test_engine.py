@@ -112,6 +112,7 @@ def test_default_step_is_the_old_fused_sgd_step_bit_for_bit():
     assert torch.equal(new.algo.x, old.algo.x)
 
 
+@pytest.mark.filterwarnings('ignore:algorithm .* is switched off')     # the zero weight is the point here
 def test_methods_with_their_own_step_get_momentum():
     "FedProx adds mu (theta - anchor) to the gradient and calls the shared step: with mu = 0 it is FedAvg, momentum included, bit for bit."
     def trained(**kw):
