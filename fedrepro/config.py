@@ -27,10 +27,9 @@ def _plain(v):
 
 _FLOATS = ('lr', 'momentum', 'weight_decay', 'dp_clip', 'dp_noise', 'dp_delta')   # float fields: an int given is stored as a float
 
-def _canonical_params(params: dict, defaults: dict) -> dict:
-    "Hyperparameters as hashed: ints stored as floats where the default is a float, and values equal to the default left out, so equal configs hash equally."
-    as_default = lambda k, v: float(v) if isinstance(defaults.get(k), float) and type(v) is int else v
-    return {k: as_default(k, v) for k, v in params.items() if not (k in defaults and type(as_default(k, v)) is type(defaults[k]) and as_default(k, v) == defaults[k])}
+def _without_defaults(params: dict, defaults: dict) -> dict:
+    "Hyperparameters as hashed: those equal to the algorithm's default (and of its type: True is not 1) left out, so equal configs hash equally."
+    return {k: v for k, v in params.items() if not (k in defaults and type(v) is type(defaults[k]) and v == defaults[k])}
 
 _NOT_HASHED = ('data_root', 'download', 'checkpoint_every')
 _HASHED_WHEN_SET = {'momentum': 0.0, 'weight_decay': 0.0, 'test_size': 0, 'dp_clip': None, 'dp_noise': 0.0, 'dp_delta': 1e-5}   # added later: at their defaults they stay out, so older runs keep their hash
@@ -157,7 +156,7 @@ class ExperimentConfig:
     def hash(self) -> str:
         "A stable hex digest of everything that determines the run's results."
         d = {k: _HASHED_AS.get(k, v) for k, v in self.to_dict().items() if k not in _NOT_HASHED and not (k in _HASHED_WHEN_SET and v == _HASHED_WHEN_SET[k])}
-        d['params'] = _canonical_params(self.params, ALGORITHMS[self.algorithm].hparams)
+        d['params'] = _without_defaults(self.params, ALGORITHMS[self.algorithm].hparams)   # stored with ints as floats: `_canonicalise`
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
     def __hash__(self): return int(self.hash, 16)
     @property
