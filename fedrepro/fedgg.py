@@ -10,7 +10,7 @@ from .core import ALGORITHMS, PAPERS, check
 from .config import ExperimentConfig
 from .engine import Algorithm, ClientContext, check_hparam
 from .metrics import best_accuracy, final_accuracy, t_reach
-from .repro import Paper, Setting, Claim, Compare, Band, Fails, SWEEP_SEEDS
+from .repro import Paper, Setting, Claim, Compare, Band, Fails, SWEEP_SEEDS, reference_health, margin_cell
 
 
 # %% auto #0
@@ -157,7 +157,7 @@ def fedgg_cells(runs: dict, chance: float, health: dict) -> list[dict]:
     out += [cell for m, c in runs.items() if 'lam' in c for cell in mechanism_cells(m, c)]
     if 'FedAvg' not in runs: return out
     target, budget = final_accuracy(runs['FedAvg']), int(runs['FedAvg']['round'].max())
-    h = 'ok' if health.get('FedAvg', 'ok') == 'ok' else f"reference FedAvg {health['FedAvg']}"
+    h = reference_health(health)
     sent = lambda c: c.loc[c['round'] >= 1, 'up_params'].mean()
     for m, c in runs.items():
         r = t_reach(c[c['round'] >= 1], target)              # the paper counts from round 1
@@ -165,11 +165,7 @@ def fedgg_cells(runs: dict, chance: float, health: dict) -> list[dict]:
                 dict(method=m, metric='speed-up', value=speed_up(budget, r), health=h),
                 dict(method=m, metric="upload / FedAvg's", value=float(sent(c) / sent(runs['FedAvg'])))]
         if m != 'FedAvg': out.append(dict(method=m, metric="best ACC − FedAvg's", value=best[m] - best['FedAvg'], health=h))
-    if 'FedGG' in best:
-        others = [m for m in best if m != 'FedGG']
-        bad = [f'{m} {health[m]}' for m in others if health.get(m, 'ok') != 'ok']
-        out.append(dict(method='FedGG', metric='margin over the best baseline', value=best['FedGG'] - max(best[m] for m in others),
-                        health='ok' if not bad else 'baseline ' + '; '.join(bad)))
+    if 'FedGG' in best: out.append(margin_cell('FedGG', best, health))
     return out
 
 EARLY_ROUNDS = 5     # "early in training": the first five rounds that have a previous global update

@@ -13,7 +13,7 @@ from .engine import Algorithm, ClientContext, local_sgd, batch_schedule, check_h
 from .baselines import empirical_fisher
 from .metrics import best_accuracy, final_accuracy, t_reach
 from .results import run_many
-from .repro import Paper, Setting, Claim, Compare, Band, run_health, SWEEP_SEEDS
+from .repro import Paper, Setting, Claim, Compare, Band, run_health, SWEEP_SEEDS, reference_health
 
 # %% auto #0
 __all__ = ['NORMALIZERS', 'LOW_IMPORTANCE', 'FEDIMP_METHODS', 'ABLATION', 'EWC_LAMBDA', 'L2_MU', 'CODE_MODELS', 'TEXT_MODELS',
@@ -390,7 +390,7 @@ def fedimp_cells(runs: dict, chance: float, health: dict) -> list[dict]:
     sent = lambda c: (c.loc[c['round'] >= 1, 'up_params'].mean(), c.loc[c['round'] >= 2, 'down_params'].mean())   # a round's upload; download after round 1
     target = final_accuracy(runs['FedAvg']) if 'FedAvg' in runs else math.nan
     avg_up, avg_down = sent(runs['FedAvg']) if 'FedAvg' in runs else (math.nan, math.nan)
-    h = 'ok' if health.get('FedAvg', 'ok') == 'ok' else f"reference FedAvg {health['FedAvg']}"
+    h = reference_health(health)
     for m, c in runs.items():
         acc, ev, r = final_accuracy(c), c.dropna(subset=['test_acc']).set_index('round')['test_acc'], t_reach(c, target)
         rounds[m] = math.inf if np.isnan(r) else r

@@ -11,7 +11,7 @@ from .core import ALGORITHMS, DATASETS, PAPERS, check
 from .engine import Algorithm, ClientContext, check_hparam
 from .distill import TeacherMixin, RoundCredibility
 from .metrics import final_accuracy, t_reach
-from .repro import Paper, Setting, Claim, Compare, Band, Never, Elsewhere, SWEEP_SEEDS
+from .repro import Paper, Setting, Claim, Compare, Band, Never, Elsewhere, SWEEP_SEEDS, reference_health, margin_cell
 
 # %% auto #0
 __all__ = ['FEDSSD_METHODS', 'PAPER_DATA', 'STRENGTHS', 'AUX', 'ALPHAS', 'ABLATION', 'MINI_DATA', 'MINI_ROUNDS',
@@ -180,18 +180,14 @@ def fedssd_cells(runs: dict, chance: float, health: dict) -> list[dict]:
     out += [cell for m, c in runs.items() if 'mask_nonzero' in c for cell in mask_cells(m, c)]
     if 'FedAvg' not in runs: return out
     target = acc['FedAvg']
-    h = 'ok' if health.get('FedAvg', 'ok') == 'ok' else f"reference FedAvg {health['FedAvg']}"
+    h = reference_health(health)
     sent = lambda c: (c.loc[c['round'] >= 1, 'up_params'] + c.loc[c['round'] >= 1, 'down_params']).mean()
     for m, c in runs.items():
         r = t_reach(c[c['round'] >= 1], target)              # the paper counts from round 1
         out += [dict(method=m, metric='rounds to target', value=math.inf if np.isnan(r) else r, health=h),
                 dict(method=m, metric="traffic / FedAvg's", value=float(sent(c) / sent(runs['FedAvg'])))]
         if m != 'FedAvg': out.append(dict(method=m, metric="ACC − FedAvg's", value=acc[m] - target, health=h))
-    if 'FedSSD' in acc:
-        others = [m for m in acc if m != 'FedSSD']
-        bad = [f'{m} {health[m]}' for m in others if health.get(m, 'ok') != 'ok']
-        out.append(dict(method='FedSSD', metric='margin over the best baseline', value=acc['FedSSD'] - max(acc[m] for m in others),
-                        health='ok' if not bad else 'baseline ' + '; '.join(bad)))
+    if 'FedSSD' in acc: out.append(margin_cell('FedSSD', acc, health))
     return out
 
 def mask_cells(method: str, c: pd.DataFrame) -> list[dict]:

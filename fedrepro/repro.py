@@ -19,10 +19,10 @@ from .metrics import best_accuracy
 # %% auto #0
 __all__ = ['SCALES', 'SHOWN_FIELDS', 'SEEDS', 'SWEEP_SEEDS', 'DATA_DIR', 'PRINTED_COLUMNS', 'LEARNED_FACTOR', 'LOSS_EXPLOSION',
            'SEED_COLUMNS', 'ALPHA', 'OUTCOMES', 'Setting', 'Paper', 'paper_numbers', 'learned_level', 'run_health',
-           'loss_health', 'run_table', 'lr_sweep', 'mini_lr', 'sweep_rows', 'sweep_view', 'seed_cells',
-           'write_seed_csv', 'read_seed_csvs', 'table_rows', 'unrun_rows', 'paper_view', 'plot_curves', 'Judged',
-           'Untestable', 'one_sided', 'Compare', 'Band', 'Never', 'NotAbove', 'Same', 'Interior', 'Fails', 'Elsewhere',
-           'Claim', 'combine', 'judge', 'paper_artefacts']
+           'loss_health', 'reference_health', 'margin_cell', 'run_table', 'lr_sweep', 'mini_lr', 'sweep_rows',
+           'sweep_view', 'seed_cells', 'write_seed_csv', 'read_seed_csvs', 'table_rows', 'unrun_rows', 'paper_view',
+           'plot_curves', 'Judged', 'Untestable', 'one_sided', 'Compare', 'Band', 'Never', 'NotAbove', 'Same',
+           'Interior', 'Fails', 'Elsewhere', 'Claim', 'combine', 'judge', 'paper_artefacts']
 
 # %% ../nbs/09a_repro.ipynb #c74a5241
 SCALES = ('paper', 'mini', 'smoke')
@@ -166,6 +166,19 @@ def loss_health(losses, chance: float) -> str:
     if v.max() > LOSS_EXPLOSION * chance_loss: return f'diverged: mean loss {v.max():.3g}, over {LOSS_EXPLOSION}× a chance-level model\'s {chance_loss:.3g}'
     if v[-1] >= 0.9 * chance_loss: return f'not learned: the global model\'s mean loss ends at {v[-1]:.3g}, not below 0.9 × a chance-level model\'s {chance_loss:.3g}'
     return 'ok'
+
+# %% ../nbs/09a_repro.ipynb #b36f26a5
+def reference_health(health: dict, reference: str = 'FedAvg') -> str:
+    "The health of a cell measured against `reference`'s run (a target accuracy, a difference): 'ok', or that run's own flag."
+    return 'ok' if health.get(reference, 'ok') == 'ok' else f"reference {reference} {health[reference]}"
+
+def margin_cell(method: str, values: dict, health: dict) -> dict:
+    "`method`'s value less the best of the others', flagged where any other method's run is not healthy."
+    others = [m for m in values if m != method]
+    bad = [f'{m} {health[m]}' for m in others if health.get(m, 'ok') != 'ok']
+    return dict(method=method, metric='margin over the best baseline', value=values[method] - max(values[m] for m in others),
+                health='ok' if not bad else 'baseline ' + '; '.join(bad))
+
 
 # %% ../nbs/09a_repro.ipynb #2d3129a1
 SEED_COLUMNS = ['setting', 'method', 'seed', 'metric', 'value', 'rounds', 'health']
