@@ -7,6 +7,7 @@ from fedrepro.config import ExperimentConfig
 from fedrepro.cli import main
 from fedrepro import runner
 from fedrepro.runner import run
+from test_runner import Stop, stop_after
 
 # ---- the API: a config refused on creation, with the field, the value and what is allowed
 
@@ -276,15 +277,9 @@ def test_a_checkpoint_of_another_config_names_the_file(finished, tmp_path):
 
 # ---- code versions and divergence
 
-class _Stop(Exception): pass
-def _stop_at(r):
-    def cb(row):
-        if row['round'] == r: raise _Stop
-    return cb
-
 def test_resuming_under_other_code_is_refused_unless_allowed(tmp_path, monkeypatch):
     cfg = ExperimentConfig(model='mlp', num_clients=4, clients_per_round=2, rounds=3, lr=0.05, batch_size=50, device='cpu', test_size=500)
-    with pytest.raises(_Stop): run(cfg, tmp_path, callbacks=[_stop_at(2)])
+    with pytest.raises(Stop): run(cfg, tmp_path, callbacks=[stop_after(2)])
     monkeypatch.setattr(runner, '_CODE', 'other+000000000000')
     with pytest.raises(RuntimeError, match='stopped at round 2 under fedrepro .* this is other\\+000000000000: resuming would mix rounds'):
         run(cfg, tmp_path)
