@@ -19,7 +19,7 @@ from .models import build_model
 # %% auto #0
 __all__ = ['sample_clients', 'ClientStore', 'ClientContext', 'batch_schedule', 'per_example_grads', 'per_example_norms',
            'clip_factors', 'dp_backward', 'dp_epsilon', 'dp_epsilon_of', 'sgd_step', 'LocalHooks', 'local_sgd',
-           'Algorithm', 'check_hparam', 'weighted_mean', 'evaluate', 'Federation']
+           'Algorithm', 'check_hparam', 'weighted_mean', 'evaluate', 'config_data', 'Federation']
 
 # %% ../nbs/04_engine.ipynb #59dbf6e2
 def sample_clients(num_clients: int, k: int, seed: int, round: int) -> np.ndarray:
@@ -249,12 +249,16 @@ def evaluate(model, x: torch.Tensor, y: torch.Tensor, batch_size: int = 256, pre
 def _sync(device):
     if device.type == 'cuda': torch.cuda.synchronize(device)
 
+def config_data(cfg: ExperimentConfig, device='cpu') -> FedData:
+    "The federated data a run of `cfg` sees: its dataset split over its clients, with its auxiliary set and test subset, on `device`."
+    return load_federated(cfg.dataset, cfg.partition, cfg.num_clients, cfg.seed, cfg.data_root, device, cfg.download,
+                          cfg.aux_per_class, cfg.aux_from, cfg.test_size, **cfg.partition_params)
+
 class Federation:
     "One config's data, model, algorithm and client store; runs a round at a time."
     def __init__(self, cfg: ExperimentConfig, data: FedData | None = None, store: ClientStore | None = None):
         self.cfg, self.device = cfg, get_device(cfg.device)
-        self.data = (data if data is not None else load_federated(cfg.dataset, cfg.partition, cfg.num_clients, cfg.seed, cfg.data_root, self.device, cfg.download,
-                                            cfg.aux_per_class, cfg.aux_from, cfg.test_size, **cfg.partition_params)).to(self.device)
+        self.data = (data if data is not None else config_data(cfg, self.device)).to(self.device)
         check(self.data.num_clients == cfg.num_clients, 'num_clients', cfg.num_clients, f'the {self.data.num_clients} clients of the data given')
         model = build_model(cfg.model, self.data.input_shape, self.data.num_classes, seed=derive_seed(cfg.seed, 'init'), device=self.device,
                             **cfg.model_params)
