@@ -27,6 +27,7 @@ if cfg.get('pip_requirements'): requirements += shlex.split(cfg.get('pip_require
 min_python = cfg['min_python']
 lic = licenses.get(cfg['license'].lower(), (cfg['license'], None))
 dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
+extras = {k: shlex.split(cfg.get(f'{k}_requirements', '')) for k in ('ray', 'flower')}
 
 setuptools.setup(
     name = cfg['lib_name'],
@@ -40,7 +41,7 @@ setuptools.setup(
     packages = setuptools.find_packages(include=[cfg['lib_path'], cfg['lib_path'] + '.*']),
     include_package_data = True,
     install_requires = requirements,
-    extras_require={ 'dev': dev_requirements },
+    extras_require={'dev': dev_requirements + extras['ray'] + extras['flower'], **extras},
     dependency_links = cfg.get('dep_links','').split(),
     python_requires  = '>=' + cfg['min_python'],
     long_description = open('README.md', encoding='utf-8').read(),

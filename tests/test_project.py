@@ -13,6 +13,7 @@ def test_environment_yml_agrees_with_settings_ini():
     cfg = configparser.ConfigParser(delimiters=['='])
     cfg.read(ROOT / 'settings.ini')
     ini = shlex.split(cfg['DEFAULT']['requirements']) + shlex.split(cfg['DEFAULT']['dev_requirements'])
+    ini += shlex.split(cfg['DEFAULT']['ray_requirements']) + shlex.split(cfg['DEFAULT']['flower_requirements'])
     text = (ROOT / 'environment.yml').read_text()
     pip = [l.strip()[2:].strip() for l in text.split('- pip:', 1)[1].splitlines() if l.strip().startswith('- ')]
     assert sorted(pip) == sorted(ini), 'environment.yml and settings.ini list different requirements (versions included)'
