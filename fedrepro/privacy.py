@@ -4,19 +4,21 @@
 
 # %% ../nbs/15_privacy.ipynb #c1500004
 from __future__ import annotations
-import math
+import copy, math
 import pandas as pd, torch
 import torch.nn.functional as F
 from torch import nn
-from .core import FlatModel, torch_rng
+from .core import FlatModel, numpy_rng, torch_rng
 from .data import FedData
-from .engine import ClientContext, per_example_grads
+from .engine import ClientContext, Federation, per_example_grads
+from .fedgc import param_blocks
 from .models import FeatureClassifier
-from .transforms import normalize
+from .transforms import normalize, to_float
 
 # %% auto #0
 __all__ = ['one_image_data', 'observe_upload', 'observed_gradient', 'linear_model', 'dummy_gradients', 'idlg_labels',
-           'orthogonal_view', 'total_variation', 'dlg', 'inverting_gradients', 'image_scores', 'attack_table']
+           'orthogonal_view', 'total_variation', 'dlg', 'inverting_gradients', 'image_scores', 'attack_table',
+           'fedgc_attack']
 
 # %% ../nbs/15_privacy.ipynb #c1500024
 def one_image_data(data: FedData, i: int) -> FedData:
@@ -128,3 +130,32 @@ def attack_table(results: dict, true: torch.Tensor) -> pd.DataFrame:
     "Mean PSNR and SSIM of each `(upload, attack) -> recovered images` entry of `results`."
     rows = [{'upload': u, 'attack': a, **image_scores(true, r).mean().to_dict()} for (u, a), r in results.items()]
     return pd.DataFrame(rows).round({'psnr': 1, 'ssim': 3})
+
+# %% ../nbs/15_privacy.ipynb #311fe80c
+def fedgc_attack(cfg, images: int = 4, at_round: int = 100, dlg_iters: int = 300, ig_iters: int = 1000, tv: float = 1e-4):
+    "Train FedGC config `cfg` to round `at_round` − 1, then attack `images` training images' one-step uploads at round 1 and at `at_round`: per-image scores, reconstructions, originals."
+    fed = Federation(cfg)
+    fm, algo, data, start = fed.fm, fed.algo, fed.data, fed.algo.x.clone()
+    for t in range(1, at_round): fed.round(t)
+    theta, z = algo.x.clone(), algo.g
+    idx = numpy_rng(cfg.seed, 'attacked images').choice(len(data.y_train), images, replace=False)
+    true = to_float(data.x_train[idx]).double()
+    seen = lambda th, g: torch.stack([observed_gradient(observe_upload(algo, fm, data, int(i), cfg.lr, {'x': th, 'g': g}), th, cfg.lr, 'direction')
+                                      for i in idx]).double()
+    view = orthogonal_view(z.double(), param_blocks(fm, algo.hp['granularity'])) if z is not None else _same
+    projected = seen(theta, z)
+    cases = {(1, 'FedAvg = FedGC'): (start, seen(start, None), _same), (at_round, 'FedAvg (unprojected)'): (theta, seen(theta, None), _same),
+             (at_round, 'FedGC'): (theta, projected, _same), (at_round, 'FedGC, adaptive attacker'): (theta, view(projected), view)}
+    rows, recovered = [], {}
+    for (r, upload), (th, target, v) in cases.items():
+        fm.load_(th)
+        model = copy.deepcopy(fm.model).double()
+        labels = idlg_labels(fm, projected if upload.startswith('FedGC') else target)
+        for attack in ('DLG', 'IG'):
+            rec = (dlg(model, target, labels, true.shape[1:], data.mean, data.std, iters=dlg_iters, view=v) if attack == 'DLG' else
+                   inverting_gradients(model, target, labels, true.shape[1:], data.mean, data.std, iters=ig_iters, tv=tv, view=v))
+            recovered[r, upload, attack] = rec
+            mse = (true - rec.clamp(0, 1)).pow(2).flatten(1).mean(1)
+            rows += [dict(round=r, upload=upload, attack=attack, image=int(i), label_right=bool(l == y), mse=float(m), **s)
+                     for i, l, y, m, s in zip(idx, labels.tolist(), data.y_train[idx].tolist(), mse, image_scores(true, rec).to_dict('records'))]
+    return pd.DataFrame(rows), recovered, true
