@@ -280,6 +280,13 @@ class Federation:
         for k, v in self.algo.schedule(ctx).items(): setattr(ctx, k, v)
         return ctx
 
+    def client_update(self, cid: int, t: int, down: dict, state=None) -> tuple:
+        "Client `cid`'s part of round `t` alone: torch seeded from `(seed, t, cid)`, its context, the method's update from the broadcast `down` and its `state`; returns `(upload, new state, context)`."
+        torch.manual_seed(derive_seed(self.cfg.seed, t, cid, 'torch'))
+        ctx = self.context(cid, t)
+        up, state = self.algo.client_update(ctx, down, state)
+        return up, state, ctx
+
     def round(self, t: int) -> dict:
         "Run round `t` (1-based); returns the clients, local-training seconds, parameters sent and the method's diagnostics."
         cfg, algo = self.cfg, self.algo
@@ -287,9 +294,7 @@ class Federation:
         down, ups = algo.broadcast(), []
         _sync(self.device); t0 = time.perf_counter()
         for cid in clients.tolist():
-            torch.manual_seed(derive_seed(cfg.seed, t, cid, 'torch'))
-            ctx = self.context(cid, t)
-            up, state = algo.client_update(ctx, down, self.store.get(cid))
+            up, state, ctx = self.client_update(cid, t, down, self.store.get(cid))
             if state is not None: self.store.put(cid, state)
             if ctx.dp_steps: self._account(ctx)
             ups.append(up)
