@@ -90,11 +90,14 @@ def client_app(cfg: ExperimentConfig) -> "flwr.clientapp.ClientApp":
         return Message(to_records(up, cid=cid, round=t, dp_steps=ctx.dp_steps), reply_to=msg)
     return app
 
-# %% ../nbs/17a_flower.ipynb #15bf6692
-def node_ids(grid, num_clients: int) -> dict:
-    "Client id -> Flower node id, from every node's answer to a `query` message."
+# %% ../nbs/17a_flower.ipynb #8f6b5254
+def node_ids(grid, num_clients: int, wait: float = 600) -> dict:
+    "Client id -> Flower node id, from every node's answer to a `query` message, once `num_clients` nodes are online (waiting up to `wait` seconds)."
     from flwr.app import Message, MessageType, RecordDict
-    replies = grid.send_and_receive([Message(RecordDict(), dst_node_id=n, message_type=MessageType.QUERY) for n in grid.get_node_ids()])
+    t0 = time.monotonic()
+    while len(ids := list(grid.get_node_ids())) < num_clients and time.monotonic() - t0 < wait: time.sleep(0.2)
+    check(len(ids) == num_clients, 'nodes online', len(ids), f'num_clients={num_clients}: one SuperNode per client (waited {wait:g} s)')
+    replies = grid.send_and_receive([Message(RecordDict(), dst_node_id=n, message_type=MessageType.QUERY) for n in ids])
     nodes = {}
     for r in replies:
         check(not r.has_error(), 'node', r.metadata.src_node_id, f'an answer, not the error {r.error if r.has_error() else None}')
