@@ -4,7 +4,7 @@
 
 # %% ../nbs/17a_flower.ipynb #354eeb32
 from __future__ import annotations
-import time
+import math, time
 import torch
 from .core import check
 from .config import ExperimentConfig
@@ -25,6 +25,7 @@ def need_flwr():
 # %% ../nbs/17a_flower.ipynb #7fbeb504
 def to_records(d: dict, **meta) -> "flwr.app.RecordDict":
     "`d`'s tensors as an `ArrayRecord`, its numbers and strings as a `ConfigRecord`, the keys of its `None`s by name, and `meta` (round, client) beside them."
+    need_flwr()
     from flwr.app import ArrayRecord, ConfigRecord, RecordDict
     arrays, scalars, none = {}, {}, {}
     for k, v in d.items():
@@ -43,11 +44,12 @@ def from_records(rd, device='cpu') -> dict:
 
 def numel(rd) -> int:
     "How many numbers the arrays of a `to_records` record hold: what a message costs in parameters."
-    return sum(a.numpy().size for a in rd['arrays'].values())
+    return sum(math.prod(a.shape) for a in rd['arrays'].values())
 
 # %% ../nbs/17a_flower.ipynb #72e02c0e
 def put_state(rs, state):
     "Keep a client's `state` (None: keep the last; a tensor; a tuple of tensors) in its Flower `context.state` `rs`."
+    need_flwr()
     from flwr.app import ArrayRecord, ConfigRecord
     if state is None: return
     parts = (state,) if isinstance(state, torch.Tensor) else state
@@ -93,6 +95,7 @@ def client_app(cfg: ExperimentConfig) -> "flwr.clientapp.ClientApp":
 # %% ../nbs/17a_flower.ipynb #8f6b5254
 def node_ids(grid, num_clients: int, wait: float = 600) -> dict:
     "Client id -> Flower node id, from every node's answer to a `query` message, once `num_clients` nodes are online (waiting up to `wait` seconds)."
+    need_flwr()
     from flwr.app import Message, MessageType, RecordDict
     t0 = time.monotonic()
     while len(ids := list(grid.get_node_ids())) < num_clients and time.monotonic() - t0 < wait: time.sleep(0.2)
@@ -107,6 +110,7 @@ def node_ids(grid, num_clients: int, wait: float = 600) -> dict:
 
 def run_server(grid, cfg: ExperimentConfig, sample=None, evaluate: bool = True) -> dict:
     "`cfg`'s rounds over Flower's `grid`: the engine's schedule (or `sample(t)`), the method's broadcast and aggregation; returns the final global state `x` and a row per round."
+    need_flwr()
     from flwr.app import Message, MessageType
     fed = Federation(cfg)
     algo, nodes, history = fed.algo, node_ids(grid, cfg.num_clients), []
