@@ -210,6 +210,8 @@ class Algorithm(LocalHooks):
         "The server's new model: the mean of the clients' models, weighted by samples or uniform (`cfg.weighting`)."
         self.x = weighted_mean([u['x'] for u in ups], [u['n'] for u in ups] if self.cfg.weighting == 'samples' else None)
     def payload(self, d: int) -> dict: return {'up': d, 'down': d}
+    def layout(self, fm: FlatModel):
+        "Called once with the run's flat model, before any round, wherever the method's object lives (the engine; a Flower server and each client process): what the server side derives from the model's layout (FedGC's blocks); nothing by default."
     def diagnostics(self) -> dict:
         "Numbers of the round just aggregated that the run records beside its metrics (FedGC's projections); none by default."
         return {}
@@ -265,6 +267,7 @@ class Federation:
         self.fm = FlatModel(model)
         self.store = store if store is not None else ClientStore()   # an empty store is falsy: test for None
         self.algo = ALGORITHMS[cfg.algorithm](cfg, self.fm.snapshot())
+        self.algo.layout(self.fm)
         if cfg.dp_clip is not None: self._check_dp()
         self.dp_history = {}          # DP-SGD: client id -> {sampling rate: steps}, for the accountant
 
