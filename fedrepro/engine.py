@@ -210,6 +210,8 @@ class Algorithm(LocalHooks):
         "The server's new model: the mean of the clients' models, weighted by samples or uniform (`cfg.weighting`)."
         self.x = weighted_mean([u['x'] for u in ups], [u['n'] for u in ups] if self.cfg.weighting == 'samples' else None)
     def payload(self, d: int) -> dict: return {'up': d, 'down': d}
+    def layout(self, fm: FlatModel):
+        "Called once with the run's flat model, before any round, wherever the method's object lives (the engine; a Flower server and each client process): what the server side derives from the model's layout (FedGC's blocks); nothing by default."
     def diagnostics(self) -> dict:
         "Numbers of the round just aggregated that the run records beside its metrics (FedGC's projections); none by default."
         return {}
@@ -265,6 +267,7 @@ class Federation:
         self.fm = FlatModel(model)
         self.store = store if store is not None else ClientStore()   # an empty store is falsy: test for None
         self.algo = ALGORITHMS[cfg.algorithm](cfg, self.fm.snapshot())
+        self.algo.layout(self.fm)
         if cfg.dp_clip is not None: self._check_dp()
         self.dp_history = {}          # DP-SGD: client id -> {sampling rate: steps}, for the accountant
 
@@ -280,6 +283,13 @@ class Federation:
         for k, v in self.algo.schedule(ctx).items(): setattr(ctx, k, v)
         return ctx
 
+    def client_update(self, cid: int, t: int, down: dict, state=None) -> tuple:
+        "Client `cid`'s part of round `t` alone: torch seeded from `(seed, t, cid)`, its context, the method's update from the broadcast `down` and its `state`; returns `(upload, new state, context)`."
+        torch.manual_seed(derive_seed(self.cfg.seed, t, cid, 'torch'))
+        ctx = self.context(cid, t)
+        up, state = self.algo.client_update(ctx, down, state)
+        return up, state, ctx
+
     def round(self, t: int) -> dict:
         "Run round `t` (1-based); returns the clients, local-training seconds, parameters sent and the method's diagnostics."
         cfg, algo = self.cfg, self.algo
@@ -287,9 +297,7 @@ class Federation:
         down, ups = algo.broadcast(), []
         _sync(self.device); t0 = time.perf_counter()
         for cid in clients.tolist():
-            torch.manual_seed(derive_seed(cfg.seed, t, cid, 'torch'))
-            ctx = self.context(cid, t)
-            up, state = algo.client_update(ctx, down, self.store.get(cid))
+            up, state, ctx = self.client_update(cid, t, down, self.store.get(cid))
             if state is not None: self.store.put(cid, state)
             if ctx.dp_steps: self._account(ctx)
             ups.append(up)

@@ -91,6 +91,7 @@ class FedGC(Algorithm):
         self.g, self.blocks, self._diag = None, None, {}       # g^{t-1}: none before round 2 (no CGC in round 1)
 
     def broadcast(self) -> dict: return {'x': self.x, 'g': self.g}
+    def layout(self, fm: FlatModel): self.blocks = param_blocks(fm, self.hp['granularity'])     # the server's SGC needs them too
     def state_dict(self) -> dict: return {'x': self.x, 'g': self.g}
     def load_state_dict(self, sd: dict): self.x, self.g = sd['x'], sd['g']
     def schedule(self, ctx: ClientContext) -> dict:

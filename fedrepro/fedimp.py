@@ -115,6 +115,7 @@ class FedImp(Algorithm):
         if self.hp['ewc']: d['ewc_stiffness'] = self._stiffness
         return {**d, 'local_loss': float(np.mean(self._local_losses)) if self._local_losses else float('nan')}
     def state_dict(self) -> dict: return {'x': self.x, 'fisher': self.fisher_global}
+    def layout(self, fm: FlatModel): self._layers = [s for s in fm.slices.values() if s.stop <= fm.num_params]   # eq. 2's layers, for the server's weighting
     def load_state_dict(self, sd: dict): self.x, self.fisher_global = sd['x'], sd['fisher']
 
     def aggregate(self, ups: list[dict]):
@@ -140,7 +141,7 @@ class FedImp(Algorithm):
 
     def client_update(self, ctx: ClientContext, down: dict, state=None):
         fm = ctx.fm
-        self._layers = [s for s in fm.slices.values() if s.stop <= fm.num_params]      # the parameter tensors, eq. 2's layers
+        self.layout(fm)                                                                 # the parameter tensors, eq. 2's layers
         self._anchor = down['x'][:fm.num_params]
         self._fisher = self.penalty_weights(down)                                       # no EWC before there is a global Fisher
         if self._fisher is not None: self._stiffness = ctx.lr * self.hp['lam'] * self._fisher.max().item()
