@@ -153,6 +153,9 @@ def reproduce(name: str, scale: str = 'mini', out='repro_out', seeds=None, devic
     get_device(device)                                                    # refused here, before a kernel starts
     extra, own = extra or {}, job_parameters(name) if extra else []      # inspected once, and only when asked
     for k in extra: check(k in own, 'parameter', k, f'one of {own} (the parameters of {name} beyond --scale, --seeds, --device, --data-root, --out)')
+    if 'backend' in extra:                                                # also refused before a kernel starts
+        from fedrepro.results import check_backend
+        check_backend(extra['backend'])
     out = Path(out).resolve(); out.mkdir(parents=True, exist_ok=True)
     params = dict(scale=scale, device=device, data_root=str(Path(data_root).resolve()), out_dir=str(out), **extra)
     if seeds is not None: params['seeds'] = list(seeds)

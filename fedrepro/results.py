@@ -15,8 +15,8 @@ from .config import ExperimentConfig
 from .runner import run, RunResult
 
 # %% auto #0
-__all__ = ['BACKENDS', 'REPRO_COLUMNS', 'run_seeds', 'curves', 'parallel_starmap', 'run_many', 'repro_table', 'write_repro_csv',
-           'seed_stats', 'mean_std', 'first_round', 'rounds_stats']
+__all__ = ['BACKENDS', 'REPRO_COLUMNS', 'run_seeds', 'curves', 'check_backend', 'parallel_starmap', 'run_many', 'repro_table',
+           'write_repro_csv', 'seed_stats', 'mean_std', 'first_round', 'rounds_stats']
 
 # %% ../nbs/08_results.ipynb #c69dbad0
 def run_seeds(cfg: ExperimentConfig, seeds, out='runs', **kw) -> list[RunResult]:
@@ -37,11 +37,18 @@ def _star(fn, args): return fn(*args)
 
 BACKENDS = ('local', 'ray')
 
+def check_backend(backend: str):
+    "Refuse, in one line, a `backend` that is not one of `BACKENDS`, or 'ray' where Ray is not installed."
+    import importlib.util
+    check(backend in BACKENDS, 'backend', backend, f"one of {list(BACKENDS)}: 'local' (processes on this machine) or 'ray' (tasks on a Ray cluster)")
+    check(backend != 'ray' or importlib.util.find_spec('ray') is not None, 'backend', backend,
+          """Ray is not installed: pip install -e ".[ray]" (or "fedrepro[ray]"), or use backend='local'""")
+
 def parallel_starmap(fn, arglists, workers: int | None = None, backend: str = 'local', address: str | None = None,
                      gpus_per_run: float = 1, retries: int = 3) -> list:
     "`[fn(*args) for args in arglists]` on `workers` single-thread processes (default: one per core), or as Ray tasks with `backend='ray'`; `fn` must be importable."
     arglists = list(arglists)
-    check(backend in BACKENDS, 'backend', backend, f"one of {list(BACKENDS)}: 'local' (processes on this machine) or 'ray' (tasks on a Ray cluster)")
+    check_backend(backend)
     if workers is None and backend == 'local': workers = os.cpu_count() or 1
     check(workers is None or isinstance(workers, int) and workers >= 1, 'workers', workers, 'None (one per core) or an integer >= 1')
     if backend == 'ray': return _ray_starmap(fn, arglists, workers, address, gpus_per_run, retries)
