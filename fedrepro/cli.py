@@ -122,6 +122,12 @@ def job_parameters(name: str) -> list[str]:
     import papermill as pm
     return [k for k in pm.inspect_notebook(str(repro_dir() / f'{name}.ipynb')) if k not in _COMMON]
 
+_HOW = ('workers', 'backend')     # how a job's runs are executed, not what they compute
+
+def _stem(name: str, extra: dict) -> str:
+    "The name of a job's executed notebook: `name` and the values of its own parameters (profile=P: `<name>_P`, beside its CSVs), except those in `_HOW`."
+    return name + ''.join(f'_{v}' for k, v in extra.items() if k not in _HOW)
+
 def all_or_nothing(out: Path, stem: str, execute) -> Path:
     "`execute(notebook_path)` writes a job's notebook and its CSVs `<stem>.csv`, `<stem>_seeds.csv` in `out`: on success they replace the previous three together; on any failure, interrupts included, the previous CSVs are put back and the failed notebook is kept as `<stem>.failed.ipynb`."
     csvs = [out / f'{stem}.csv', out / f'{stem}_seeds.csv']
@@ -147,10 +153,13 @@ def reproduce(name: str, scale: str = 'mini', out='repro_out', seeds=None, devic
     get_device(device)                                                    # refused here, before a kernel starts
     extra, own = extra or {}, job_parameters(name) if extra else []      # inspected once, and only when asked
     for k in extra: check(k in own, 'parameter', k, f'one of {own} (the parameters of {name} beyond --scale, --seeds, --device, --data-root, --out)')
+    if 'backend' in extra:                                                # also refused before a kernel starts
+        from fedrepro.results import check_backend
+        check_backend(extra['backend'])
     out = Path(out).resolve(); out.mkdir(parents=True, exist_ok=True)
     params = dict(scale=scale, device=device, data_root=str(Path(data_root).resolve()), out_dir=str(out), **extra)
     if seeds is not None: params['seeds'] = list(seeds)
-    stem = name + ''.join(f'_{v}' for v in extra.values())             # profile=P: <name>_P.ipynb, beside its CSVs
+    stem = _stem(name, extra)
     execute = lambda path: pm.execute_notebook(str(repro_dir() / f'{name}.ipynb'), str(path), parameters=params, kernel_name='python3',
                                                cwd=str(out), progress_bar=progress)
     try: return all_or_nothing(out, stem, execute)

@@ -184,25 +184,26 @@ def margin_cell(method: str, values: dict, health: dict) -> dict:
 SEED_COLUMNS = ['setting', 'method', 'seed', 'metric', 'value', 'rounds', 'health']
 
 def run_table(paper: Paper, settings, scale: str, seeds, out, device: str = 'auto', data_root: str = 'data', methods=None,
-              workers: int | None = None, **overrides) -> pd.DataFrame:
-    "Run every method of each setting over `seeds` at `scale` (each config once: runs resume and are reused); their curves as one table."
+              workers: int | None = None, backend: str = 'local', **overrides) -> pd.DataFrame:
+    "Run every method of each setting over `seeds` at `scale` (each config once: runs resume and are reused) on `backend` ('local' processes or 'ray' tasks); their curves as one table."
     jobs = [(st, m, paper.config(st, m, scale, seed=int(sd), device=device, data_root=data_root, **overrides))
             for st in settings for m in paper.run_methods(st, scale) if methods is None or m in methods for sd in seeds]
     slow_first = sorted(range(len(jobs)), key=lambda i: -_cost(jobs[i][2]))
-    done = dict(zip(slow_first, run_many([jobs[i][2] for i in slow_first], out, workers)))
+    done = dict(zip(slow_first, run_many([jobs[i][2] for i in slow_first], out, workers, backend)))
     return pd.concat([done[i].metrics.assign(setting=st, method=m, seed=done[i].cfg.seed) for i, (st, m, _) in enumerate(jobs)], ignore_index=True)
 
 def _cost(cfg: ExperimentConfig) -> float:
     "A rough relative cost, to start the longest runs first."
     return cfg.rounds * cfg.clients_per_round * cfg.local_epochs * (4 if cfg.algorithm == 'fedreg' else 1)
 
-def lr_sweep(paper: Paper, setting: str, lrs, seed: int, out, scale: str = 'mini', methods=None, workers: int | None = None, **overrides) -> pd.DataFrame:
+def lr_sweep(paper: Paper, setting: str, lrs, seed: int, out, scale: str = 'mini', methods=None, workers: int | None = None,
+             backend: str = 'local', **overrides) -> pd.DataFrame:
     "Every method of `setting` at each learning rate of `lrs` (one value for all methods at a time), on `seed`, with config `overrides` (e.g. `rounds`): rounds, best accuracy and run health."
     methods = list(methods or paper.run_methods(setting, scale))
     cfgs = [paper.config(setting, m, scale, seed=seed, lr=lr, **overrides) for lr in lrs for m in methods]
     chance = paper.chance(setting, scale)
     return pd.DataFrame([dict(rounds=c.rounds, lr=c.lr, method=m, best=best_accuracy(r.metrics), health=run_health(r.metrics, chance))
-                         for c, m, r in zip(cfgs, methods * len(lrs), run_many(cfgs, out, workers))])
+                         for c, m, r in zip(cfgs, methods * len(lrs), run_many(cfgs, out, workers, backend))])
 
 def mini_lr(sweep: pd.DataFrame) -> float:
     "The learning rate of a sweep at which the most methods learned without diverging (`health` 'ok'); among equals, the largest."

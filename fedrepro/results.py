@@ -10,13 +10,13 @@ from functools import partial
 from pathlib import Path
 import torch
 import numpy as np, pandas as pd
-from .core import check, get_device
+from .core import bad_value, check, get_device
 from .config import ExperimentConfig
 from .runner import run, RunResult
 
 # %% auto #0
-__all__ = ['REPRO_COLUMNS', 'run_seeds', 'curves', 'parallel_starmap', 'run_many', 'repro_table', 'write_repro_csv', 'seed_stats',
-           'mean_std', 'first_round', 'rounds_stats']
+__all__ = ['BACKENDS', 'REPRO_COLUMNS', 'run_seeds', 'curves', 'check_backend', 'parallel_starmap', 'run_many', 'repro_table',
+           'write_repro_csv', 'seed_stats', 'mean_std', 'first_round', 'rounds_stats']
 
 # %% ../nbs/08_results.ipynb #c69dbad0
 def run_seeds(cfg: ExperimentConfig, seeds, out='runs', **kw) -> list[RunResult]:
@@ -35,21 +35,83 @@ def _worker_init():
 
 def _star(fn, args): return fn(*args)
 
-def parallel_starmap(fn, arglists, workers: int | None = None) -> list:
-    "`[fn(*args) for args in arglists]` on `workers` single-thread processes (default: one per core); `fn` must be importable."
+BACKENDS = ('local', 'ray')
+
+def check_backend(backend: str):
+    "Refuse, in one line, a `backend` that is not one of `BACKENDS`, or 'ray' where Ray is not installed."
+    import importlib.util
+    check(backend in BACKENDS, 'backend', backend, f"one of {list(BACKENDS)}: 'local' (processes on this machine) or 'ray' (tasks on a Ray cluster)")
+    check(backend != 'ray' or importlib.util.find_spec('ray') is not None, 'backend', backend,
+          """Ray is not installed: pip install -e ".[ray]" (or "fedrepro[ray]"), or use backend='local'""")
+
+def parallel_starmap(fn, arglists, workers: int | None = None, backend: str = 'local', address: str | None = None,
+                     gpus_per_run: float = 1, retries: int = 3) -> list:
+    "`[fn(*args) for args in arglists]` on `workers` single-thread processes (default: one per core), or as Ray tasks with `backend='ray'`; `fn` must be importable."
     arglists = list(arglists)
-    if workers is None: workers = os.cpu_count() or 1
-    check(isinstance(workers, int) and workers >= 1, 'workers', workers, 'None (one per core) or an integer >= 1')
+    check_backend(backend)
+    if workers is None and backend == 'local': workers = os.cpu_count() or 1
+    check(workers is None or isinstance(workers, int) and workers >= 1, 'workers', workers, 'None (one per core) or an integer >= 1')
+    if backend == 'ray': return _ray_starmap(fn, arglists, workers, address, gpus_per_run, retries)
     workers = min(workers, len(arglists))
     if workers <= 1: return [fn(*a) for a in arglists]
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context('spawn'), initializer=_worker_init) as pool:
         return list(pool.map(partial(_star, fn), arglists))
 
-def run_many(cfgs, out='runs', workers: int | None = None, **kw) -> list[RunResult]:
-    "Run (or resume) every config of `cfgs` in `out`, on `workers` single-thread processes (default: one per core, one on a GPU); results in `cfgs`' order."
+def run_many(cfgs, out='runs', workers: int | None = None, backend: str = 'local', address: str | None = None,
+             gpus_per_run: float = 1, retries: int = 3, **kw) -> list[RunResult]:
+    "Run (or resume) every config of `cfgs` in `out`, on `workers` single-thread processes (default: one per core, one on a GPU) or as Ray tasks (`backend='ray'`); results in `cfgs`' order."
     cfgs = list(cfgs)
-    if workers is None and any(get_device(c.device).type == 'cuda' for c in cfgs): workers = 1
-    return parallel_starmap(partial(run, out=out, **kw), [(c,) for c in cfgs], workers)
+    if workers is None and backend == 'local' and any(get_device(c.device).type == 'cuda' for c in cfgs): workers = 1
+    return parallel_starmap(partial(run, out=out, **kw), [(c,) for c in cfgs], workers, backend, address, gpus_per_run, retries)
+
+
+# %% ../nbs/08_results.ipynb #c3d9f5e1
+def _ray_task(cwd: str, fn, args):
+    "One call on a Ray worker, set up as a local worker process is: one thread, every module loaded, the caller's working directory."
+    _worker_init()
+    if os.path.isdir(cwd): os.chdir(cwd)
+    return fn(*args)
+
+def _ray_gpus(args, gpus_per_run: float, cluster_gpus: float) -> float:
+    "The GPUs the task of `args` asks for: `gpus_per_run` if a config among them runs on cuda (or on 'auto' where the cluster has GPUs), else 0."
+    devices = [a.device for a in args if isinstance(a, ExperimentConfig)]
+    return gpus_per_run if any(d.startswith('cuda') or d == 'auto' and cluster_gpus > 0 for d in devices) else 0
+
+def _ray_connect(address):
+    "Ray, connected to a cluster (see above), and whether this call connected it."
+    try: import ray
+    except ImportError: raise bad_value('backend', 'ray', """Ray is not installed: pip install -e ".[ray]" (or "fedrepro[ray]"), or use backend='local'""") from None
+    if ray.is_initialized(): return ray, False
+    ray.init(address=address)
+    return ray, True
+
+def _ray_starmap(fn, arglists, workers, address, gpus_per_run, retries) -> list:
+    "`[fn(*args) for args in arglists]` as Ray tasks, at most `workers` in flight (None: all), with a progress bar over finished tasks."
+    from tqdm.auto import tqdm
+    check(isinstance(gpus_per_run, (int, float)) and gpus_per_run >= 0, 'gpus_per_run', gpus_per_run, 'a number >= 0 (e.g. 1, or 0.5 for two runs a GPU)')
+    check(isinstance(retries, int) and retries >= 0, 'retries', retries, 'an integer >= 0')
+    if not arglists: return []
+    ray, connected = _ray_connect(address)
+    try:
+        cluster_gpus, task, cwd = ray.cluster_resources().get('GPU', 0), ray.remote(_ray_task), os.getcwd()
+        todo, pending, results = list(enumerate(arglists))[::-1], {}, [None] * len(arglists)
+        try:
+            with tqdm(total=len(arglists), desc='runs on Ray', unit='run') as bar:
+                while todo or pending:
+                    while todo and len(pending) < (workers or len(arglists)):
+                        i, args = todo.pop()
+                        opts = dict(num_cpus=1, num_gpus=_ray_gpus(args, gpus_per_run, cluster_gpus), max_retries=retries, retry_exceptions=False)
+                        pending[task.options(**opts).remote(cwd, fn, args)] = i
+                    (ref,), _ = ray.wait(list(pending), num_returns=1)
+                    results[pending.pop(ref)] = ray.get(ref)          # a run's own error is raised here
+                    bar.update(1)
+        except BaseException:
+            for ref in pending: ray.cancel(ref)                      # the rest stop; their checkpoints stay for the next call
+            raise
+        return results
+    finally:
+        if connected: ray.shutdown()
+
 
 # %% ../nbs/08_results.ipynb #0b510f64
 REPRO_COLUMNS = ['setting', 'method', 'metric', 'paper', 'ours', 'scale', 'seeds']
