@@ -10,7 +10,7 @@ from functools import partial
 from pathlib import Path
 import torch
 import numpy as np, pandas as pd
-from .core import bad_value, check, get_device
+from .core import check, get_device
 from .config import ExperimentConfig
 from .runner import run, RunResult
 
@@ -78,9 +78,8 @@ def _ray_gpus(args, gpus_per_run: float, cluster_gpus: float) -> float:
     return gpus_per_run if any(d.startswith('cuda') or d == 'auto' and cluster_gpus > 0 for d in devices) else 0
 
 def _ray_connect(address):
-    "Ray, connected to a cluster (see above), and whether this call connected it."
-    try: import ray
-    except ImportError: raise bad_value('backend', 'ray', """Ray is not installed: pip install -e ".[ray]" (or "fedrepro[ray]"), or use backend='local'""") from None
+    "Ray, connected to a cluster (see above), and whether this call connected it; `check_backend` has refused a missing Ray already."
+    import ray
     if ray.is_initialized(): return ray, False
     ray.init(address=address)
     return ray, True
