@@ -256,7 +256,7 @@ def test_verdicts_can_fail():
 def test_every_claim_is_judged_and_the_unrunnable_ones_say_why():
     v = judge(FEDREG.claims, cells_for({('FedAvg', 'ACC'): [0.5, 0.5, 0.5]})).set_index('claim')
     assert set(v['outcome']) == {'not testable here'}
-    assert 'privacy chapter' in v.loc['17', 'preconditions'] and 'real data only' in v.loc['11', 'preconditions']
+    assert 'real data only' in v.loc['17b', 'preconditions'] and 'real data only' in v.loc['11', 'preconditions']
 
 
 @pytest.mark.parametrize('setting', FEDREG.scaled_settings())
