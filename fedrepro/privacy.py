@@ -18,10 +18,10 @@ from .models import FeatureClassifier
 from .transforms import normalize, to_float
 
 # %% auto #0
-__all__ = ['MG_ETA_S', 'PAPER_SIGMA', 'INVERSION', 'C3_METHODS', 'one_image_data', 'observe_upload', 'observed_gradient',
-           'linear_model', 'dummy_gradients', 'idlg_labels', 'orthogonal_view', 'total_variation', 'dlg',
-           'inverting_gradients', 'image_scores', 'attack_table', 'fedgc_attack', 'fedreg_upload', 'mg_config',
-           'clipped_upload', 'fedreg_attack']
+__all__ = ['MG_ETA_S', 'PAPER_SIGMA', 'INVERSION', 'C3_METHODS', 'MINI_SIGMA', 'one_image_data', 'observe_upload',
+           'observed_gradient', 'linear_model', 'dummy_gradients', 'idlg_labels', 'orthogonal_view', 'total_variation',
+           'dlg', 'inverting_gradients', 'image_scores', 'attack_table', 'fedgc_attack', 'fedreg_upload', 'mg_config',
+           'clipped_upload', 'fedreg_attack', 'matched_sigma']
 
 # %% ../nbs/15_privacy.ipynb #c1500024
 def one_image_data(data: FedData, i: int) -> FedData:
@@ -264,3 +264,13 @@ def fedreg_attack(setting: str, scale: str, seed: int, sigmas=(), images: int = 
         rows += [dict(setting=setting, seed=seed, method=method, sigma=sigma, image=int(i), label_right=bool(a == b), **s)
                  for i, a, b, s in zip(idx, guess.tolist(), y.tolist(), image_scores(true, rec).to_dict('records'))]
     return pd.DataFrame(rows), recovered, true.cpu()
+
+# %% ../nbs/15_privacy.ipynb #c1500110
+def matched_sigma(sweep: pd.DataFrame, setting: str) -> float:
+    "The σ of a DP-SGD sweep whose mean PSNR over seeds is nearest FedReg with MG's in `setting`."
+    s = sweep[sweep.setting == setting]
+    check(len(s) > 0, 'setting', setting, f'one of the sweep\'s settings: {sorted(set(sweep.setting))}')
+    mg = s[s.method == 'FedReg with MG'].psnr.mean()
+    return float((s[s.method == 'FedAvg with DPSGD'].groupby('sigma').psnr.mean() - mg).abs().idxmin())
+
+MINI_SIGMA = {'EMNIST': 0.03, 'CIFAR-10 (uniform)': 0.1}   # `matched_sigma` of repro/mini/fedreg_dp_sigma_sweep.csv (C = 1)
