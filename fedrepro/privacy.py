@@ -216,17 +216,18 @@ def fedreg_upload(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, 
     wp = torch.clamp((dot(delta, gp) - ws * dot(gs, gp)) / (dot(gp, gp) + 1e-30), min=0)
     return g + (ws * gs + wp * gp) / lr
 
-# %% ../nbs/15_privacy.ipynb #c1500107
 MG_ETA_S = {'EMNIST': 0.03, 'CIFAR-10 (uniform)': 0.001, 'CIFAR-10 (one class)': 0.001}        # FedReg with MG's η_s (Appendix B.4)
-PAPER_SIGMA = {'EMNIST': 0.01, 'CIFAR-10 (uniform)': 0.05, 'CIFAR-10 (one class)': 0.05}       # its DP-SGD baselines' σ at C = 1 (Appendix B.4)
-INVERSION = {'EMNIST': ('l2', 1e-8), 'CIFAR-10 (uniform)': ('cosine', 1e-6), 'CIFAR-10 (one class)': ('cosine', 1e-6)}   # distance, TV weight
-C3_METHODS = ('FedAvg', 'FedAvg with DPSGD', 'FedReg with MG')
 
 def mg_config(setting: str, scale: str, seed: int, **kw):
     "FEDREG's config of `setting` for FedReg with MG at `scale`: the paper's MG η_s (Appendix B.4), everything else FedReg's."
     check(setting in MG_ETA_S, 'setting', setting, f'one of {sorted(MG_ETA_S)} (the settings of FedReg with MG)')
     cfg = FEDREG.config(setting, 'FedReg', scale, seed=seed, **kw)
     return cfg.replace(params={**cfg.params, 'mg': True, 'eta_s': MG_ETA_S[setting]})
+
+# %% ../nbs/15_privacy.ipynb #c1500107
+PAPER_SIGMA = {'EMNIST': 0.01, 'CIFAR-10 (uniform)': 0.05, 'CIFAR-10 (one class)': 0.05}       # its DP-SGD baselines' σ at C = 1 (Appendix B.4)
+INVERSION = {'EMNIST': ('l2', 1e-8), 'CIFAR-10 (uniform)': ('cosine', 1e-6), 'CIFAR-10 (one class)': ('cosine', 1e-6)}   # distance, TV weight
+C3_METHODS = ('FedAvg', 'FedAvg with DPSGD', 'FedReg with MG')
 
 def clipped_upload(clip: float):
     "DP-SGD's white-box view without its noise: each dummy's gradient clipped to norm `clip`, as `dp_backward` clips before adding noise."
