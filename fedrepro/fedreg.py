@@ -358,7 +358,8 @@ FEDREG = PAPERS.register('fedreg', Paper(
     artefacts={'fedreg_table1': 'Table 1: MNIST (two classes, one class) and EMNIST', 'fedreg_table2': 'Table 2: CIFAR-10 (uniform, one class)',
                'fedreg_table3': 'Table 3: CIFAR-100 (ResNet-9, ViT) and COVID-19 CT', 'fedreg_tableC2': 'Table C.2: the cost of a local stage, and what each method sends',
                'fedreg_figure1': 'Figures 1 and C.1: forgetting with FedAvg, non-IID and IID', 'fedreg_figure2': 'Figure 2: FedReg forgets less; the Fisher of pseudo data',
-               'fedreg_figureC2': 'Figure C.2: the η_s sweep', 'fedreg_table4': 'Table 4: DP-SGD baselines against FedReg with MG'},
+               'fedreg_figureC2': 'Figure C.2: the η_s sweep', 'fedreg_table4': 'Table 4: DP-SGD baselines against FedReg with MG',
+               'fedreg_figureC3': 'Figure C.3: gradient inversion of FedAvg, FedAvg with DP-SGD and FedReg with MG (C.4: CT, not run)'},
     claims=FEDREG_CLAIMS))
 
 # %% ../nbs/10_fedreg.ipynb #bf26bef6

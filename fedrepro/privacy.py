@@ -8,17 +8,20 @@ import copy, math
 import pandas as pd, torch
 import torch.nn.functional as F
 from torch import nn
-from .core import FlatModel, numpy_rng, torch_rng
+from torch.func import functional_call, grad, vmap
+from .core import FlatModel, check, numpy_rng, torch_rng
 from .data import FedData
-from .engine import ClientContext, Federation, per_example_grads
+from .engine import Algorithm, ClientContext, Federation, clip_factors, per_example_grads
 from .fedgc import param_blocks
+from .fedreg import FEDREG
 from .models import FeatureClassifier
 from .transforms import normalize, to_float
 
 # %% auto #0
-__all__ = ['one_image_data', 'observe_upload', 'observed_gradient', 'linear_model', 'dummy_gradients', 'idlg_labels',
-           'orthogonal_view', 'total_variation', 'dlg', 'inverting_gradients', 'image_scores', 'attack_table',
-           'fedgc_attack']
+__all__ = ['MG_ETA_S', 'PAPER_SIGMA', 'INVERSION', 'C3_METHODS', 'MINI_SIGMA', 'one_image_data', 'observe_upload',
+           'observed_gradient', 'linear_model', 'dummy_gradients', 'idlg_labels', 'orthogonal_view', 'total_variation',
+           'dlg', 'inverting_gradients', 'image_scores', 'attack_table', 'fedgc_attack', 'fedreg_upload', 'mg_config',
+           'clipped_upload', 'fedreg_attack', 'matched_sigma']
 
 # %% ../nbs/15_privacy.ipynb #c1500024
 def one_image_data(data: FedData, i: int) -> FedData:
@@ -100,16 +103,23 @@ def dlg(model: nn.Module, targets: torch.Tensor, labels: torch.Tensor, shape, me
         out.append(min(tries, key=lambda xl: xl[1])[0])
     return torch.cat(out)
 
+def _distance(g: torch.Tensor, t: torch.Tensor, distance: str) -> torch.Tensor:
+    "Each row's distance between simulated uploads `g` and observed ones `t`: 1 − cosine similarity (Geiping et al.) or squared L2 (Zhu et al.)."
+    return 1 - F.cosine_similarity(g, t, dim=1) if distance == 'cosine' else (g - t).pow(2).sum(1)
+
+def _plain_upload(model, x, labels, mean, std): return dummy_gradients(model, x, labels, mean, std)
+
 def inverting_gradients(model: nn.Module, targets: torch.Tensor, labels: torch.Tensor, shape, mean, std, iters: int = 4800, lr: float = 0.1,
-                        tv: float = 1e-4, view=_same, seed: int = 0) -> torch.Tensor:
-    "Inverting Gradients (Geiping et al. 2020): 1 - cosine similarity of the gradients plus `tv` × total variation, by Adam with the step ×0.1 at 3/8, 5/8, 7/8 of `iters`, pixels in [0, 1]; every image at once."
+                        tv: float = 1e-4, view=_same, seed: int = 0, distance: str = 'cosine', upload=_plain_upload) -> torch.Tensor:
+    "Inverting Gradients (Geiping et al. 2020): `distance` ('cosine' or 'l2') between `upload(model, x, labels, mean, std)` (default: the plain gradient) and `targets`, plus `tv` × total variation, by Adam with the step ×0.1 at 3/8, 5/8, 7/8 of `iters`, pixels in [0, 1]; every image at once."
+    check(distance in ('cosine', 'l2'), 'distance', distance, "'cosine' (Geiping et al.) or 'l2' (Zhu et al.)")
     x = _dummies(len(targets), shape, seed, targets, mean, std)
     opt = torch.optim.Adam([x], lr=lr)
     decay = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=[int(iters * f) for f in (3 / 8, 5 / 8, 7 / 8)], gamma=0.1)
     for _ in range(iters):
         opt.zero_grad()
-        g = view(dummy_gradients(model, x, labels, mean, std))
-        ((1 - F.cosine_similarity(g, targets, dim=1)) + tv * total_variation(x)).sum().backward()
+        g = view(upload(model, x, labels, mean, std))
+        (_distance(g, targets, distance) + tv * total_variation(x)).sum().backward()
         opt.step(); decay.step()
         with torch.no_grad(): x.clamp_(0, 1)
     return x.detach()
@@ -159,3 +169,109 @@ def fedgc_attack(cfg, images: int = 4, at_round: int = 100, dlg_iters: int = 300
             rows += [dict(round=r, upload=upload, attack=attack, image=int(i), label_right=bool(l == y), mse=float(m), **s)
                      for i, l, y, m, s in zip(idx, labels.tolist(), data.y_train[idx].tolist(), mse, image_scores(true, rec).to_dict('records'))]
     return pd.DataFrame(rows), recovered, true
+
+# %% ../nbs/15_privacy.ipynb #c1500102
+def _fgsm_held(model, z: torch.Tensor, y: torch.Tensor, eta, iters: int, lo, hi) -> torch.Tensor:
+    "FedReg's FGSM ascent (`fgsm_ascent`) with each step's sign held constant: differentiable in `z` (and the clamp bounds) almost everywhere, exactly."
+    for _ in range(iters):
+        zd = z.detach().requires_grad_(True)
+        (s,) = torch.autograd.grad(F.cross_entropy(model(zd), y, reduction='sum'), zd)
+        z = z + eta * s.sign()
+        if lo is not None: z = torch.clamp(z, lo, hi)
+    return z
+
+def _as_dict(v: torch.Tensor, shapes: dict) -> dict:
+    "Rows of flat parameter vectors `v` as a parameter dict of `(len(v), *shape)` tensors (views)."
+    out, i = {}, 0
+    for k, s in shapes.items():
+        out[k] = v[:, i:i + s.numel()].view(len(v), *s); i += s.numel()
+    return out
+
+def fedreg_upload(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, lr: float, eta_s: float, eta_p: float | None = None,
+                  iters: int = 10, mean=0.0, std=1.0, clip: bool = True, mg: bool = True, project: bool = True) -> torch.Tensor:
+    "What FedReg's client reveals, $(\\theta-\\theta')/\\eta$, after one local step on each image alone from `model`'s parameters, `(N, P)`, differentiable in `images` (pixels in [0, 1]); `mg`: eq. 12's modified gradient; `project`: eqs. 8–10."
+    eta_p = eta_s / 100 if eta_p is None else eta_p
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    buffers = {k: v.detach() for k, v in model.named_buffers()}
+    shapes = {k: v.shape for k, v in params.items()}
+    def loss(p, zi, yi): return F.cross_entropy(functional_call(model, (p, buffers), (zi[None],)), yi[None])
+    def grads(p, z, y, p_dim=None): return torch.cat([g.flatten(1) for g in vmap(grad(loss), in_dims=(p_dim, 0, 0))(p, z, y).values()], 1)
+    dot = lambda a, b: (a * b).sum(1, keepdim=True)
+    z, N = normalize(images, mean, std), len(images)
+    g = grads(params, z, labels)                                             # g_γ at θ_γ = θ^(t-1): the first step
+    col = lambda v: v.view(-1, *[1] * (z.dim() - 1))
+    lo, hi = (col(z.flatten(1).amin(1)).repeat(2, *[1] * (z.dim() - 1)), col(z.flatten(1).amax(1)).repeat(2, *[1] * (z.dim() - 1))) if clip else (None, None)
+    eta = col(torch.cat([z.new_full((N,), eta_s), z.new_full((N,), eta_p)]))
+    zs, zp = _fgsm_held(model, torch.cat([z, z]), torch.cat([labels, labels]), eta, iters, lo, hi).split(N)   # eqs. 2-3; MG's x^s is the same
+    if mg:
+        n = model(zs[:1]).shape[1]
+        u = grads(params, zs, torch.full((N, n), 1 / n, dtype=z.dtype, device=z.device))
+        g = g - dot(g, u) / (dot(u, u) + 1e-30) * u                          # eq. 12, as `FedReg._modified_gradient`
+    if not project: return g
+    delta = -lr * g
+    theta0 = torch.cat([v.flatten() for v in params.values()])[None]
+    beta = _as_dict(theta0 + delta / 2, shapes)                              # θ_β of each client's updated θ
+    gs, gp = grads(beta, zs, F.softmax(model(zs), 1), 0), grads(beta, zp, labels, 0)
+    ws = torch.clamp(dot(delta, gs) / (dot(gs, gs) + 1e-30), min=0)         # eq. 10, as `projection_weights`
+    wp = torch.clamp((dot(delta, gp) - ws * dot(gs, gp)) / (dot(gp, gp) + 1e-30), min=0)
+    return g + (ws * gs + wp * gp) / lr
+
+MG_ETA_S = {'EMNIST': 0.03, 'CIFAR-10 (uniform)': 0.001, 'CIFAR-10 (one class)': 0.001}        # FedReg with MG's η_s (Appendix B.4)
+
+def mg_config(setting: str, scale: str, seed: int, **kw):
+    "FEDREG's config of `setting` for FedReg with MG at `scale`: the paper's MG η_s (Appendix B.4), everything else FedReg's."
+    check(setting in MG_ETA_S, 'setting', setting, f'one of {sorted(MG_ETA_S)} (the settings of FedReg with MG)')
+    cfg = FEDREG.config(setting, 'FedReg', scale, seed=seed, **kw)
+    return cfg.replace(params={**cfg.params, 'mg': True, 'eta_s': MG_ETA_S[setting]})
+
+# %% ../nbs/15_privacy.ipynb #c1500107
+PAPER_SIGMA = {'EMNIST': 0.01, 'CIFAR-10 (uniform)': 0.05, 'CIFAR-10 (one class)': 0.05}       # its DP-SGD baselines' σ at C = 1 (Appendix B.4)
+INVERSION = {'EMNIST': ('l2', 1e-8), 'CIFAR-10 (uniform)': ('cosine', 1e-6), 'CIFAR-10 (one class)': ('cosine', 1e-6)}   # distance, TV weight
+C3_METHODS = ('FedAvg', 'FedAvg with DPSGD', 'FedReg with MG')
+
+def clipped_upload(clip: float):
+    "DP-SGD's white-box view without its noise: each dummy's gradient clipped to norm `clip`, as `dp_backward` clips before adding noise."
+    def upload(model, x, labels, mean, std):
+        g = dummy_gradients(model, x, labels, mean, std)
+        return g * clip_factors(g.norm(dim=1), clip)[:, None]
+    return upload
+
+def fedreg_attack(setting: str, scale: str, seed: int, sigmas=(), images: int = 10, at_round: int = 2, iters: int = 200, lr: float = 1.0,
+                  clip: float = 1.0, device='cpu', data_root='data'):
+    "Figure C.3 for one seed: FedReg with MG trained to round `at_round` − 1, then `images` one-image clients' one-step uploads from its broadcast attacked: FedAvg's, FedAvg with DP-SGD's at each σ of `sigmas`, FedReg with MG's. Per-image scores, reconstructions, originals."
+    check(isinstance(at_round, int) and at_round >= 1, 'at_round', at_round, 'an integer >= 1 (1: the initial model)')
+    cfg = mg_config(setting, scale, seed, device=device, data_root=data_root)
+    fed = Federation(cfg)
+    for t in range(1, at_round): fed.round(t)
+    fm, mg, data, theta, P = fed.fm, fed.algo, fed.data, fed.algo.x.clone(), fed.fm.num_params
+    avg = Algorithm(cfg.replace(algorithm='fedavg', params={}), theta)
+    idx = numpy_rng(seed, 'attacked images').choice(len(data.y_train), images, replace=False)
+    seen = lambda algo, dp=None: torch.stack([observed_gradient(observe_upload(algo, fm, data, int(i), cfg.lr, {'x': theta}, dp, seed), theta[:P], cfg.lr)
+                                              for i in idx])
+    hp, (distance, tv) = mg.hp, INVERSION[setting]
+    mg_view = lambda m, x, l, mean, std: fedreg_upload(m, x, l, cfg.lr, hp['eta_s'], mg.eta_p, hp['iters'], mean, std, hp['clip'])
+    cases = ([('FedAvg', math.nan, seen(avg), _plain_upload)] + [('FedAvg with DPSGD', s, seen(avg, (clip, s)), clipped_upload(clip)) for s in sigmas]
+             + [('FedReg with MG', math.nan, seen(mg), mg_view)])
+    fm.load_(theta)
+    model, true, y = copy.deepcopy(fm.model), to_float(data.x_train[idx]), data.y_train[idx]
+    bias = [k for k in fm.slices if k.startswith('classifier') and k.endswith('bias')][-1]
+    rows, recovered = [], {}
+    for method, sigma, target, upload in cases:
+        guess = idlg_labels(fm, target, bias)
+        labels = y if method == 'FedReg with MG' else guess
+        rec = inverting_gradients(model, target, labels, true.shape[1:], data.mean, data.std, iters=iters, lr=lr, tv=tv, seed=seed,
+                                  distance=distance, upload=upload)
+        recovered[method, sigma] = rec.cpu()
+        rows += [dict(setting=setting, seed=seed, method=method, sigma=sigma, image=int(i), label_right=bool(a == b), **s)
+                 for i, a, b, s in zip(idx, guess.tolist(), y.tolist(), image_scores(true, rec).to_dict('records'))]
+    return pd.DataFrame(rows), recovered, true.cpu()
+
+# %% ../nbs/15_privacy.ipynb #c1500110
+def matched_sigma(sweep: pd.DataFrame, setting: str) -> float:
+    "The σ of a DP-SGD sweep whose mean PSNR over seeds is nearest FedReg with MG's in `setting`."
+    s = sweep[sweep.setting == setting]
+    check(len(s) > 0, 'setting', setting, f'one of the sweep\'s settings: {sorted(set(sweep.setting))}')
+    mg = s[s.method == 'FedReg with MG'].psnr.mean()
+    return float((s[s.method == 'FedAvg with DPSGD'].groupby('sigma').psnr.mean() - mg).abs().idxmin())
+
+MINI_SIGMA = {'EMNIST': 0.03, 'CIFAR-10 (uniform)': 0.1}   # `matched_sigma` of repro/mini/fedreg_dp_sigma_sweep.csv (C = 1)

@@ -51,3 +51,48 @@ def test_an_interrupted_dp_run_resumes_to_identical_metrics(resumes_identically)
                            model='mlp', model_params={'hidden': [16]}, algorithm='fedgc', local_steps=3, rounds=4, batch_size=32, lr=0.05,
                            test_size=200, device='cpu', dp_clip=1.0, dp_noise=0.5)
     resumes_identically(cfg, ['round', 'test_acc', 'test_loss', 'dp_epsilon'])
+
+
+def _mg_client(mg=True):
+    "A FedReg-with-MG client on a small MLP over embedded MNIST: its algorithm object, flat model and data, at the initial model."
+    from fedrepro.config import ExperimentConfig
+    from fedrepro.data import load_federated
+    from fedrepro.engine import Federation
+    import fedrepro.fedreg  # registers FedReg
+    data = load_federated('mnist5k', 'iid', 4, 0)
+    cfg = ExperimentConfig(model='mlp', model_params={'hidden': [32]}, algorithm='fedreg', params={'mg': mg, 'eta_s': 0.05, 'gamma': 0.5},
+                           num_clients=4, clients_per_round=2, batch_size=1, local_steps=1, lr=0.1, device='cpu', test_size=200)
+    fed = Federation(cfg, data=data)
+    return fed.algo, fed.fm, data, cfg.lr
+
+
+def _uploads_and_map(images=6):
+    "What the client code uploads for `images` one-image clients, and a function giving `fedreg_upload` of the same images under options."
+    import torch
+    from fedrepro.privacy import observe_upload, observed_gradient, fedreg_upload
+    from fedrepro.transforms import to_float
+    algo, fm, data, lr = _mg_client()
+    theta = fm.snapshot()
+    seen = torch.stack([observed_gradient(observe_upload(algo, fm, data, i, lr, {'x': theta}), theta[:fm.num_params], lr) for i in range(images)])
+    fm.load_(theta)
+    x, y, hp = to_float(data.x_train[:images]), data.y_train[:images], algo.hp
+    up = lambda **kw: fedreg_upload(fm.model, x, y, lr, hp['eta_s'], algo.eta_p, hp['iters'], data.mean, data.std, **kw)
+    rel = lambda a: float(((a - seen).norm(dim=1) / seen.norm(dim=1)).max().detach())
+    return up, rel
+
+
+def test_the_differentiable_mg_upload_is_what_the_client_uploads():
+    import torch
+    up, rel = _uploads_and_map()
+    assert rel(up()) < 1e-4
+    from fedrepro.privacy import fedreg_upload
+    images = torch.rand(2, 1, 28, 28, dtype=torch.float64, requires_grad=True)   # and it is differentiable in the images
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 10)).double()
+    fedreg_upload(model, images, torch.tensor([3, 5]), 0.1, 0.05).pow(2).sum().backward()
+    assert images.grad is not None and images.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize('wrong', [{'project': False}, {'mg': False}])
+def test_a_wrong_mg_upload_is_not_what_the_client_uploads(wrong):
+    up, rel = _uploads_and_map()
+    assert rel(up(**wrong)) > 1e-2
