@@ -18,10 +18,9 @@ from .models import FeatureClassifier
 from .transforms import normalize, to_float
 
 # %% auto #0
-__all__ = ['MG_ETA_S', 'PAPER_SIGMA', 'INVERSION', 'C3_METHODS', 'MINI_SIGMA', 'one_image_data', 'observe_upload',
-           'observed_gradient', 'linear_model', 'dummy_gradients', 'idlg_labels', 'orthogonal_view', 'total_variation',
-           'dlg', 'inverting_gradients', 'image_scores', 'attack_table', 'fedgc_attack', 'fedreg_upload', 'mg_config',
-           'clipped_upload', 'fedreg_attack', 'matched_sigma']
+__all__ = ['INVERSION', 'C3_METHODS', 'one_image_data', 'observe_upload', 'observed_gradient', 'linear_model', 'dummy_gradients',
+           'idlg_labels', 'orthogonal_view', 'total_variation', 'dlg', 'inverting_gradients', 'image_scores',
+           'attack_table', 'fedgc_attack', 'fedreg_upload', 'clipped_upload', 'fedreg_attack', 'matched_sigma']
 
 # %% ../nbs/15_privacy.ipynb #c1500024
 def one_image_data(data: FedData, i: int) -> FedData:
@@ -216,16 +215,7 @@ def fedreg_upload(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, 
     wp = torch.clamp((dot(delta, gp) - ws * dot(gs, gp)) / (dot(gp, gp) + 1e-30), min=0)
     return g + (ws * gs + wp * gp) / lr
 
-MG_ETA_S = {'EMNIST': 0.03, 'CIFAR-10 (uniform)': 0.001, 'CIFAR-10 (one class)': 0.001}        # FedReg with MG's η_s (Appendix B.4)
-
-def mg_config(setting: str, scale: str, seed: int, **kw):
-    "FEDREG's config of `setting` for FedReg with MG at `scale`: the paper's MG η_s (Appendix B.4), everything else FedReg's."
-    check(setting in MG_ETA_S, 'setting', setting, f'one of {sorted(MG_ETA_S)} (the settings of FedReg with MG)')
-    cfg = FEDREG.config(setting, 'FedReg', scale, seed=seed, **kw)
-    return cfg.replace(params={**cfg.params, 'mg': True, 'eta_s': MG_ETA_S[setting]})
-
 # %% ../nbs/15_privacy.ipynb #c1500107
-PAPER_SIGMA = {'EMNIST': 0.01, 'CIFAR-10 (uniform)': 0.05, 'CIFAR-10 (one class)': 0.05}       # its DP-SGD baselines' σ at C = 1 (Appendix B.4)
 INVERSION = {'EMNIST': ('l2', 1e-8), 'CIFAR-10 (uniform)': ('cosine', 1e-6), 'CIFAR-10 (one class)': ('cosine', 1e-6)}   # distance, TV weight
 C3_METHODS = ('FedAvg', 'FedAvg with DPSGD', 'FedReg with MG')
 
@@ -240,7 +230,7 @@ def fedreg_attack(setting: str, scale: str, seed: int, sigmas=(), images: int = 
                   clip: float = 1.0, device='cpu', data_root='data'):
     "Figure C.3 for one seed: FedReg with MG trained to round `at_round` − 1, then `images` one-image clients' one-step uploads from its broadcast attacked: FedAvg's, FedAvg with DP-SGD's at each σ of `sigmas`, FedReg with MG's. Per-image scores, reconstructions, originals."
     check(isinstance(at_round, int) and at_round >= 1, 'at_round', at_round, 'an integer >= 1 (1: the initial model)')
-    cfg = mg_config(setting, scale, seed, device=device, data_root=data_root)
+    cfg = FEDREG.config(setting, 'FedReg with MG', scale, seed=seed, device=device, data_root=data_root)
     fed = Federation(cfg)
     for t in range(1, at_round): fed.round(t)
     fm, mg, data, theta, P = fed.fm, fed.algo, fed.data, fed.algo.x.clone(), fed.fm.num_params
@@ -273,5 +263,3 @@ def matched_sigma(sweep: pd.DataFrame, setting: str) -> float:
     check(len(s) > 0, 'setting', setting, f'one of the sweep\'s settings: {sorted(set(sweep.setting))}')
     mg = s[s.method == 'FedReg with MG'].psnr.mean()
     return float((s[s.method == 'FedAvg with DPSGD'].groupby('sigma').psnr.mean() - mg).abs().idxmin())
-
-MINI_SIGMA = {'EMNIST': 0.03, 'CIFAR-10 (uniform)': 0.1}   # `matched_sigma` of repro/mini/fedreg_dp_sigma_sweep.csv (C = 1)
