@@ -11,7 +11,7 @@ from .core import ALGORITHMS, PAPERS, FlatModel, check
 from .config import ExperimentConfig
 from .engine import Algorithm, ClientContext, local_sgd, weighted_mean, check_hparam
 from .metrics import best_accuracy, t_reach
-from .repro import Paper, Setting, Claim, Compare, Band, Fails
+from .repro import Paper, Setting, Claim, Compare, Band, Fails, Exact
 
 # %% auto #0
 __all__ = ['SGC_MODES', 'GRANULARITIES', 'FEDGC_METHODS', 'MINI_MODEL', 'MINI_STEP_FACTOR', 'MINI_LR', 'MINI_OWN_LR',
@@ -263,8 +263,14 @@ FEDGC_CLAIMS = [
                  '(Fig. 7): in more than half the rounds', (Band(_C10, 'FedAvg', 'share of rounds forgetting', lo=0.5),)),
     Claim('C12', "DLG reconstructs FedGC uploads worse than FedAvg uploads (A.5, Fig. 5): at round 100, FedGC's projected one-image "
                  'upload gives a lower PSNR than the unprojected one from the same model', (Compare(_C10, 'PSNR, DLG at round 100', 'FedGC', 'FedAvg (unprojected)', 'lower'),)),
+    Claim('C13', 'The invariants hold in code: CGC and SGC constraints met, CGC untouched when met, closed form = quadprog, '
+                 'FedGC with both projections off = FedAvg with B steps, replicas equal',
+          (Exact('asserted in the FedGC chapter on random instances (CGC, SGC with KKT and SLSQP) and on a federation (replicas, FedAvg)'),)),
     Claim('C14', "The global loss falls from one round to the next more often under FedGC than under FedAvg (A.4's argument, as a count; "
                  'the test loss stands in for the training loss)', tuple(Compare(st, 'share of rounds the loss falls', 'FedGC', 'FedAvg', 'higher') for st in FEDGC_SETTINGS)),
+    Claim('C15', 'HWDigits-40 clients hold 542 to 13,861 images, HWDigits-4 7,291 to 73,257; CIFAR10-10 5,000 and CIFAR100-100 500 each',
+          (Exact("the domain and domain_class partitions of the official counts give exactly these sizes (partitions chapter); one_class "
+                 "splits CIFAR's 50,000 training images into 10 × 5,000 and 100 × 500", 'exact checks in the partitions chapter, no seeds involved'),)),
 ]
 
 FEDGC = PAPERS.register('fedgc', Paper(

@@ -10,7 +10,7 @@ from .core import ALGORITHMS, PAPERS, check
 from .config import ExperimentConfig
 from .engine import Algorithm, ClientContext, check_hparam
 from .metrics import best_accuracy, final_accuracy, t_reach
-from .repro import Paper, Setting, Claim, Compare, Band, Fails, SWEEP_SEEDS, reference_health, margin_cell
+from .repro import Paper, Setting, Claim, Compare, Band, Fails, Exact, SWEEP_SEEDS, reference_health, margin_cell
 
 
 # %% auto #0
@@ -226,6 +226,8 @@ FEDGG_CLAIMS = [
           tuple(b for st in TABLE_SETTINGS for b in (Band(st, 'FedGG', 'λ trend', hi=0), Band(st, 'FedGG', 's_m trend', hi=0),
                                                       Band(st, 'FedGG', 'update cos, early', lo=0.5)))
           + (_higher(GRID_SETTING, 'c', 'FedGG (μ=0.01)', 'FedGG (λ=1e-08)'),)),
+    Claim('C11', "μ = 0 is FedAvg bit for bit on the same seed; round 1 is FedAvg's; the closed-form correction equals autograd's",
+          (Exact('asserted in the FedGG chapter: FedGG(μ=0) = FedAvg, round 1 = FedAvg, closed form = autograd to 1e-12, the step = Algorithm 1 with torch SGD'),)),
 ]
 
 FEDGG = PAPERS.register('fedgg', Paper(

@@ -13,7 +13,7 @@ from .engine import Algorithm, ClientContext, local_sgd, batch_schedule, check_h
 from .baselines import empirical_fisher
 from .metrics import best_accuracy, final_accuracy, t_reach
 from .results import run_many
-from .repro import Paper, Setting, Claim, Compare, Band, run_health, SWEEP_SEEDS, reference_health
+from .repro import Paper, Setting, Claim, Compare, Band, Exact, run_health, SWEEP_SEEDS, reference_health
 
 # %% auto #0
 __all__ = ['NORMALIZERS', 'LOW_IMPORTANCE', 'FEDIMP_METHODS', 'ABLATION', 'EWC_LAMBDA', 'L2_MU', 'CODE_MODELS', 'TEXT_MODELS',
@@ -443,6 +443,8 @@ FEDIMP_CLAIMS = [
                   for m in ('FedAvg', 'FedImp') for lo, hi in ((0.1, 0.2), (0.2, 0.5)))),
     Claim('C9', "FedImp sends exactly twice FedAvg's parameters each way, after the first round's broadcast (the paper's conclusion)",
           tuple(Band(st, 'FedImp', metric, lo=1.999, hi=2.001) for st in (_MLP, _CNN) for metric in ("upload / FedAvg's", "download after round 1 / FedAvg's"))),
+    Claim('C10', 'Identical client Fishers give the uniform mean; λ = 0 with uniform aggregation is FedAvg bit for bit; the safe weights sum to one',
+          (Exact('asserted in the FedImp chapter: equal Fishers, the dominant coordinate, the sums under every normaliser, FedImp = FedAvg on a federation'),)),
 ]
 
 FEDIMP = PAPERS.register('fedimp', Paper(

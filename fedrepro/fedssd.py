@@ -11,7 +11,7 @@ from .core import ALGORITHMS, DATASETS, PAPERS, check
 from .engine import Algorithm, ClientContext, check_hparam
 from .distill import TeacherMixin, RoundCredibility
 from .metrics import final_accuracy, t_reach
-from .repro import Paper, Setting, Claim, Compare, Band, Never, Elsewhere, SWEEP_SEEDS, reference_health, margin_cell
+from .repro import Paper, Setting, Claim, Compare, Band, Never, Elsewhere, Exact, SWEEP_SEEDS, reference_health, margin_cell
 
 # %% auto #0
 __all__ = ['FEDSSD_METHODS', 'PAPER_DATA', 'STRENGTHS', 'AUX', 'ALPHAS', 'ABLATION', 'MINI_DATA', 'MINI_ROUNDS',
@@ -247,6 +247,10 @@ FEDSSD_CLAIMS = [
           (Elsewhere(_LOCAL),)),
     Claim('C15', "After one local update from the same global model FedAvg's local model forgets the client's rare classes and FedSSD's keeps "
                  "the global model's accuracy on them (Figure 4)", (Elsewhere("Figure 4's single local updates from a checkpoint are not run here"),)),
+    Claim('C16', "Theorem 1 is FedProx's Theorem 4 with μ → M_max L_f, μ̄ → M_max L_f + L_m, γ → η, L → L_F, K → S (Section 4.3)",
+          (Exact("analytical: the FedSSD chapter's convergence section maps Theorem 1's ρ onto FedProx's Theorem 4 term by term; "
+                 "the constants' inconsistencies (L_f against L_f², M_max against 2 M_max² L_f, the lemma's ½) are listed there",
+                 'mathematics, no seeds involved'),)),
 ]
 
 

@@ -22,7 +22,7 @@ __all__ = ['SCALES', 'SHOWN_FIELDS', 'SEEDS', 'SWEEP_SEEDS', 'DATA_DIR', 'PRINTE
            'loss_health', 'reference_health', 'margin_cell', 'run_table', 'lr_sweep', 'mini_lr', 'sweep_rows',
            'sweep_view', 'seed_cells', 'write_seed_csv', 'read_seed_csvs', 'table_rows', 'unrun_rows', 'paper_view',
            'plot_curves', 'Judged', 'Untestable', 'one_sided', 'Compare', 'Band', 'Never', 'NotAbove', 'Same',
-           'Interior', 'Fails', 'Elsewhere', 'Claim', 'combine', 'judge', 'paper_artefacts']
+           'Interior', 'Fails', 'Elsewhere', 'Exact', 'Claim', 'combine', 'judge', 'paper_artefacts']
 
 # %% ../nbs/09a_repro.ipynb #c74a5241
 SCALES = ('paper', 'mini', 'smoke')
@@ -518,6 +518,13 @@ class Elsewhere:
     "A claim this reproduction cannot test, and why (another chapter tests it, or a setting needs data not here)."
     reason: str
     def judge(self, cells: pd.DataFrame) -> Judged: raise Untestable(self.reason)
+
+@dataclass(frozen=True)
+class Exact:
+    "A property decided by exact checks, not over seeds: `evidence` says what the asserts in `where` establish. They run with the test suite, so a wrong implementation fails there; here the claim stands on them."
+    evidence: str
+    where: str = 'exact checks in the chapter, no seeds involved'
+    def judge(self, cells: pd.DataFrame) -> Judged: return Judged('reproduced', self.evidence, self.where)
 
 # %% ../nbs/09a_repro.ipynb #f8304b4e
 @dataclass(frozen=True)
