@@ -18,11 +18,13 @@ from .metrics import best_accuracy
 
 # %% auto #0
 __all__ = ['SCALES', 'SHOWN_FIELDS', 'SEEDS', 'SWEEP_SEEDS', 'DATA_DIR', 'PRINTED_COLUMNS', 'LEARNED_FACTOR', 'LOSS_EXPLOSION',
-           'SEED_COLUMNS', 'ALPHA', 'OUTCOMES', 'Setting', 'Paper', 'paper_numbers', 'learned_level', 'run_health',
-           'loss_health', 'reference_health', 'margin_cell', 'run_table', 'lr_sweep', 'mini_lr', 'sweep_rows',
-           'sweep_view', 'seed_cells', 'write_seed_csv', 'read_seed_csvs', 'table_rows', 'unrun_rows', 'paper_view',
-           'plot_curves', 'Judged', 'Untestable', 'one_sided', 'Compare', 'Band', 'Never', 'NotAbove', 'Same',
-           'Interior', 'Fails', 'Elsewhere', 'Exact', 'Claim', 'combine', 'judge', 'paper_artefacts']
+           'SEED_COLUMNS', 'ALPHA', 'OUTCOMES', 'BOOK_ORDER', 'Setting', 'Paper', 'paper_numbers', 'learned_level',
+           'run_health', 'loss_health', 'reference_health', 'margin_cell', 'run_table', 'lr_sweep', 'mini_lr',
+           'sweep_rows', 'sweep_view', 'seed_cells', 'write_seed_csv', 'read_seed_csvs', 'seed_flags', 'table_rows',
+           'unrun_rows', 'paper_view', 'plot_curves', 'Judged', 'Untestable', 'one_sided', 'Compare', 'Band', 'Never',
+           'NotAbove', 'Same', 'Interior', 'Fails', 'Elsewhere', 'Exact', 'Claim', 'combine', 'judge',
+           'paper_artefacts', 'report_papers', 'committed_results', 'artefact_tables', 'artefact_sources',
+           'paper_cells', 'report_verdicts', 'verdict_summary']
 
 # %% ../nbs/09a_repro.ipynb #c74a5241
 SCALES = ('paper', 'mini', 'smoke')
@@ -257,7 +259,7 @@ def _is_rounds(metric: str) -> bool:
     "A round count ('R0.5', 'rounds to 50%', 'communication to ...', rounds times a payload): '-' when never reached, censored in comparisons."
     return bool(re.match(r'R[\d.]+$|rounds|communication', metric))
 
-def _flags(g: pd.DataFrame) -> str:
+def seed_flags(g: pd.DataFrame) -> str:
     "' ⚠ seeds 1, 2 diverged': the seeds whose cells are flagged, by kind (the reasons in full are in the per-seed cells)."
     kinds = {}
     for sd, h in zip(g['seed'], g['health']):
@@ -272,7 +274,7 @@ def table_rows(paper: Paper, cells: pd.DataFrame, scale: str, table: str | None 
         if _is_rounds(k): ours, shown = rounds_stats(np.where(np.isinf(v), np.nan, v))
         else: ours, shown = seed_stats(v)[0], mean_std(v, digits)
         rows.append(dict(setting=st, method=m, metric=k, paper=paper.paper_value(st, m, k, table), ours='-' if np.isnan(ours) else ours,
-                         scale=scale, seeds=','.join(map(str, sorted(g['seed']))), shown=shown + _flags(g)))
+                         scale=scale, seeds=','.join(map(str, sorted(g['seed']))), shown=shown + seed_flags(g)))
     return pd.DataFrame(rows)
 
 def _not_run(paper: Paper, setting: str, method: str, scale: str) -> str | None:
@@ -561,3 +563,69 @@ def paper_artefacts() -> pd.DataFrame:
     "Every registered paper's artefacts: paper, notebook (`fedrepro reproduce NAME`) and what it regenerates."
     return pd.DataFrame([dict(paper=k, notebook=n, regenerates=what) for k in PAPERS for n, what in PAPERS[k].artefacts.items()],
                         columns=['paper', 'notebook', 'regenerates'])
+
+# %% ../nbs/09a_repro.ipynb #1ef8a01d
+BOOK_ORDER = ('fedreg', 'fedgc', 'fedimp', 'fedgg', 'fedssd')      # the chapters' order
+
+def report_papers() -> list[str]:
+    "The registered papers in the book's order, any other after them."
+    return [k for k in BOOK_ORDER if k in PAPERS] + [k for k in PAPERS if k not in BOOK_ORDER]
+
+def committed_results() -> Path:
+    "The committed `mini` results: `nbs/repro/mini` of the source tree."
+    from fedrepro.cli import repro_dir
+    return repro_dir() / 'mini'
+
+def artefact_tables(folder: Path, name: str) -> list[Path]:
+    "Artefact `name`'s CSVs in `folder`: `<name>.csv` and its variants' (`<name>_P.csv`, written with `--set profile=P`)."
+    return sorted(p for p in {folder / f'{name}.csv', *folder.glob(f'{name}_*.csv')} if p.is_file() and not p.stem.endswith('_seeds'))
+
+def artefact_sources(results=None) -> pd.DataFrame:
+    "Every paper artefact and where its evidence is read: `results` (a `fedrepro reproduce --out` folder) where that holds its CSV, else the committed `mini` run; with the scales and seeds its CSVs name."
+    committed, results = committed_results(), Path(results).resolve() if results else None
+    rows = []
+    for r in paper_artefacts().itertuples():
+        folder = next((f for f in (results, committed) if f and (f / f'{r.notebook}.csv').is_file()), None)
+        table = pd.concat([pd.read_csv(p) for p in artefact_tables(folder, r.notebook)]) if folder else pd.DataFrame(columns=['scale', 'seeds'])
+        seeds = sorted({int(s) for v in table['seeds'].dropna().astype(str) for s in v.split(',') if s.strip().isdigit()})
+        rows.append(dict(paper=r.paper, artefact=r.notebook, regenerates=r.regenerates, folder=folder,
+                         source='not run' if folder is None else 'this run' if folder == results else 'committed mini run',
+                         scale=', '.join(dict.fromkeys(table['scale'].dropna())) or '—', seeds=','.join(map(str, seeds)) or '—'))
+    return pd.DataFrame(rows)
+
+def paper_cells(paper: str, sources: pd.DataFrame) -> pd.DataFrame:
+    "The per-seed cells of every artefact of `paper` as `sources` locates them, each row with its `artefact` and `scale`; a cell that two artefacts share once, this run's first."
+    parts = []
+    for r in sources[(sources['paper'] == paper) & sources['folder'].notna()].sort_values('source', key=lambda s: s != 'this run').itertuples():
+        for t in artefact_tables(r.folder, r.artefact):
+            if (seeds := t.with_name(f'{t.stem}_seeds.csv')).is_file(): parts.append(pd.read_csv(seeds).assign(artefact=r.artefact, scale=r.scale))
+    cells = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SEED_COLUMNS + ['artefact', 'scale'])
+    return cells.drop_duplicates(['setting', 'method', 'seed', 'metric'], ignore_index=True)
+
+def _claim_scale(claim: Claim, cells: pd.DataFrame) -> str:
+    "The scales of the cells a claim's comparisons read: 'exact' for exact checks, '—' where none was run."
+    if all(isinstance(k, Exact) for k in claim.checks): return 'exact'
+    read = pd.Series(False, index=cells.index)
+    for k in claim.checks:
+        if not hasattr(k, 'metric'): continue
+        methods = {getattr(k, a, None) for a in ('a', 'b', 'method')} | set(getattr(k, 'methods', ()))
+        read |= cells['setting'].isin({k.setting, getattr(k, 'setting_b', None)}) & cells['method'].isin(methods) & (cells['metric'] == k.metric)
+    return ', '.join(dict.fromkeys(cells.loc[read, 'scale'])) or '—'
+
+def report_verdicts(sources: pd.DataFrame) -> pd.DataFrame:
+    "Every claim of every paper judged on the cells `sources` locates, with the scale its evidence comes from."
+    out = []
+    for k in report_papers():
+        cells = paper_cells(k, sources)
+        v = judge(PAPERS[k].claims, cells[SEED_COLUMNS])
+        v.insert(0, 'paper', k)
+        v.insert(3, 'scale', [_claim_scale(c, cells) for c in PAPERS[k].claims])
+        out.append(v)
+    return pd.concat(out, ignore_index=True)
+
+def verdict_summary(verdicts: pd.DataFrame) -> pd.DataFrame:
+    "Claims per paper and outcome, and over all papers."
+    s = pd.crosstab(verdicts['paper'], verdicts['outcome']).reindex(index=[k for k in report_papers() if k in set(verdicts['paper'])],
+                                                                    columns=list(OUTCOMES), fill_value=0)
+    s['claims'] = s.sum(axis=1)
+    return pd.concat([s, s.sum().to_frame('all papers').T]).rename_axis(index='paper', columns=None)
