@@ -13,8 +13,8 @@ from .config import ExperimentConfig, model_options
 from .runner import run
 
 # %% auto #0
-__all__ = ['SCALES', 'config_from_args', 'repro_dir', 'reproductions', 'job_parameters', 'all_or_nothing', 'reproduce',
-           'list_all', 'main']
+__all__ = ['SCALES', 'config_from_args', 'repro_dir', 'reproductions', 'job_parameters', 'all_or_nothing', 'quiet_kernel',
+           'reproduce', 'list_all', 'main']
 
 # %% ../nbs/07_cli.ipynb #cb3a1693
 _TYPES = {'int': int, 'float': float, 'str': str, 'int | None': int, 'float | None': float, 'bool': lambda s: _parse_bool(s)}
@@ -144,6 +144,17 @@ def all_or_nothing(out: Path, stem: str, execute) -> Path:
     failed.unlink(missing_ok=True)
     return running.replace(out / f'{stem}.ipynb')
 
+def quiet_kernel() -> dict:
+    "papermill's keyword for a kernel on local sockets (POSIX): nothing else on the machine can connect to it, and ipykernel has nothing to warn about."
+    import os
+    if os.name != 'posix': return {}
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import default
+    class LocalSocketKernelManager(AsyncKernelManager):
+        @default('transport')
+        def _transport(self): return 'ipc'
+    return {'kernel_manager_class': LocalSocketKernelManager}
+
 def reproduce(name: str, scale: str = 'mini', out='repro_out', seeds=None, device: str = 'auto', data_root: str = 'data', progress: bool = True,
               extra: dict | None = None) -> Path:
     "Execute reproduction notebook `name` at `scale` with papermill, `extra` setting its own parameters; returns the executed notebook's path in `out`."
@@ -161,7 +172,7 @@ def reproduce(name: str, scale: str = 'mini', out='repro_out', seeds=None, devic
     if seeds is not None: params['seeds'] = list(seeds)
     stem = _stem(name, extra)
     execute = lambda path: pm.execute_notebook(str(repro_dir() / f'{name}.ipynb'), str(path), parameters=params, kernel_name='python3',
-                                               cwd=str(out), progress_bar=progress)
+                                               cwd=str(out), progress_bar=progress, **quiet_kernel())
     try: return all_or_nothing(out, stem, execute)
     except pm.PapermillExecutionError as e:
         raise RuntimeError(f'{name} failed at cell {e.exec_count}: {e.ename}: {e.evalue} (the previous results are kept; '

@@ -1,5 +1,5 @@
 "The `fedrepro` command, end to end, as a user types it."
-import json, subprocess, sys
+import json, re, subprocess, sys
 from pathlib import Path
 import pandas as pd
 
@@ -60,3 +60,13 @@ def test_reproduce_reports_a_failing_notebook_in_one_line_and_keeps_the_previous
     assert "quickstart failed at cell" in p.stderr and "scale='paper' is not allowed" in p.stderr and 'previous results are kept' in p.stderr
     assert {f: (tmp_path / f).read_text() for f in previous} == previous
     assert "scale='paper' is not allowed" in (tmp_path / 'quickstart.failed.ipynb').read_text()
+
+
+def test_reproduce_is_quiet_one_progress_bar_and_no_kernel_warnings(tmp_path):
+    "What a job prints is its progress bar, its notebook and its minutes: no warning a user cannot act on (ipykernel's 'running over TCP without encryption' among them)."
+    p = fedrepro('reproduce', 'fedssd_figure6', '--scale', 'smoke', '--out', str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    lines = [l for l in p.stderr.replace('\r', '\n').splitlines() if l.strip()]
+    bar = re.compile(r'Executing: +\d+%\|[^|]*\| \d+/\d+ \[[^\]]*\]')     # one tqdm bar, redrawn; nothing after it on a line
+    assert lines and all(bar.fullmatch(l) for l in lines), [l for l in lines if not bar.fullmatch(l)]
+    assert lines[-1].startswith('Executing: 100%') and p.stdout.splitlines()[-1].startswith('fedssd_figure6 at smoke:')
