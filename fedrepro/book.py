@@ -4,13 +4,14 @@
 
 # %% ../nbs/09_book.ipynb #907a7352
 from __future__ import annotations
-import os, shutil, subprocess
+import configparser, json, os, re, shutil, subprocess
 from contextlib import contextmanager
 from pathlib import Path
 from .core import check
 
 # %% auto #0
-__all__ = ['project_root', 'process', 'use_results', 'render', 'build_book']
+__all__ = ['KATEX_VERSION', 'REMOTE', 'project_root', 'process', 'use_results', 'render', 'build_book', 'assets_dir',
+           'remote_assets', 'localise_assets', 'own_pages', 'localise_links']
 
 # %% ../nbs/09_book.ipynb #e53b7248
 @contextmanager
@@ -73,4 +74,98 @@ def build_book(root=None, results=None, quarto: bool = False) -> Path:
     shutil.rmtree(docs, ignore_errors=True)
     shutil.move(proc / '_docs', docs)
     if not (docs / 'index.html').is_file(): raise RuntimeError(f'no {docs / "index.html"}: is there an nbs/index.ipynb?')
+    if not quarto:                              # smalldocs: the book reads offline (Quarto writes its own site_libs)
+        localise_links(docs, _site_url(root), own_pages(proc))
+        localise_assets(docs)
     return docs
+
+# %% ../nbs/09_book.ipynb #a1f0c0e1
+KATEX_VERSION = '0.16.11'     # the version smalldocs 0.5.4 loads, and the one in fedrepro/assets/katex
+# a remote URL prefix -> the vendored file or folder under site_libs/ that replaces it
+REMOTE = {f'https://cdn.jsdelivr.net/npm/katex@{KATEX_VERSION}/dist/': 'katex/',
+          'https://fonts.googleapis.com/css2?family=Source+Sans+Pro:wght@300;400;700&display=swap': 'source-sans-pro/source-sans-pro.css'}
+_REMOTE_URL = r'(?:https?:)?//[^\s"\'()<>]+'
+# what a browser fetches as it opens a page: <script src>, <link rel=stylesheet|icon|preload|...>, <img/iframe/... src>,
+# ES-module imports in inline <script>s, and a stylesheet's @import and url()
+_FETCHED_HTML = [re.compile(rf'<(?:script|img|iframe|audio|video|source|embed|track)\b[^>]*?\bsrc=["\']({_REMOTE_URL})["\']', re.I),
+                 re.compile(rf'<link\b(?=[^>]*\brel=["\'][^"\']*\b(?:stylesheet|icon|preload|modulepreload|manifest)\b)[^>]*?\bhref=["\']({_REMOTE_URL})["\']', re.I)]
+_SCRIPT, _IMPORT = re.compile(r'<script\b[^>]*>(.*?)</script>', re.S | re.I), re.compile(rf'\bimport\b[^;\'"]*?["\']({_REMOTE_URL})["\']')
+_FETCHED_CSS = [re.compile(rf'@import\s+(?:url\(\s*)?["\']?({_REMOTE_URL})'), re.compile(rf'\burl\(\s*["\']?({_REMOTE_URL})')]
+
+def assets_dir() -> Path:
+    "The vendored assets shipped in the package: `fedrepro/assets/`."
+    import fedrepro
+    return Path(fedrepro.__file__).parent / 'assets'
+
+def _up(page: Path, docs: Path) -> str:
+    "The path from `page`'s folder up to `docs`, such as `../` for `docs/repro/x.html`."
+    return '../' * (len(page.relative_to(docs).parts) - 1)
+
+def remote_assets(docs) -> list[tuple[str, str]]:
+    "Every (file, URL) in `docs` where a page (.html) or stylesheet (.css) loads something from the network."
+    docs, found = Path(docs), []
+    for f in sorted(docs.rglob('*.html')) + sorted(docs.rglob('*.css')):
+        text = f.read_text(encoding='utf-8', errors='replace')
+        pats = _FETCHED_HTML if f.suffix == '.html' else _FETCHED_CSS
+        urls = [u for p in pats for u in p.findall(text)]
+        if f.suffix == '.html': urls += [u for js in _SCRIPT.findall(text) for u in _IMPORT.findall(js)]
+        urls = dict.fromkeys(urls)
+        found += [(f.relative_to(docs).as_posix(), u) for u in urls]
+    return found
+
+def localise_assets(docs) -> int:
+    "Copy `fedrepro/assets/*` into `docs/site_libs/` and point pages and stylesheets at it instead of the CDNs in `REMOTE`; returns the files changed."
+    docs, libs, changed = Path(docs), Path(docs) / 'site_libs', 0
+    if not (assets_dir() / 'katex' / 'katex.min.js').is_file(): raise RuntimeError(f'{assets_dir()} has no katex/katex.min.js: the package was installed without its data; reinstall it (pip install -e .)')
+    for src in sorted(p for p in assets_dir().iterdir() if p.is_dir()):
+        shutil.copytree(src, libs / src.name, dirs_exist_ok=True)
+    for f in sorted(docs.rglob('*.html')) + sorted(libs.rglob('*.css')):
+        text = new = f.read_text(encoding='utf-8')
+        for url, local in REMOTE.items():
+            here = _up(f, docs) + 'site_libs/' + local if f.suffix == '.html' else os.path.relpath(libs / local, f.parent).replace(os.sep, '/') + ('/' if local.endswith('/') else '')
+            if f.suffix == '.html': new = re.sub(r'(<(?:script|link)\b[^>]*?\b(?:src|href)=["\'])' + re.escape(url), lambda m: m.group(1) + here, new)
+            else: new = re.sub(r'(@import\s+(?:url\(\s*)?["\']?)' + re.escape(url), lambda m: m.group(1) + here, new)
+        if new != text: f.write_text(new, encoding='utf-8'); changed += 1
+    if left := remote_assets(docs):
+        page, url = left[0]
+        more = f' (and {len(left) - 1} more)' if len(left) > 1 else ''
+        raise RuntimeError(f'{page} loads {url} from the network{more}: the book must read offline; vendor it in fedrepro/assets/ and map it in fedrepro.book.REMOTE')
+    return changed
+
+# %% ../nbs/09_book.ipynb #a1f0c0e5
+def own_pages(proc) -> dict[str, str]:
+    "nbdev's name for each processed notebook's page (its front matter's `output-file`) -> the page smalldocs writes, named after the notebook."
+    proc, pages = Path(proc), {}
+    for nb in sorted(proc.rglob('*.ipynb')):
+        if '_docs' in nb.relative_to(proc).parts: continue
+        cells = json.loads(nb.read_text(encoding='utf-8')).get('cells', [])
+        front = ''.join(cells[0].get('source', [])) if cells and cells[0].get('cell_type') == 'raw' else ''
+        if m := re.search(r'^output-file:\s*(\S+?)\s*$', front, re.M): pages[m.group(1)] = nb.relative_to(proc).with_suffix('.html').as_posix()
+    return pages
+
+def localise_links(docs, site_url: str, pages: dict[str, str]) -> int:
+    "Point links to `site_url/<nbdev's page name>` at the page of `pages` in `docs`, relative to each page; returns how many."
+    docs, n, ids = Path(docs), 0, {}
+    pat = re.compile(r'(<a\b[^>]*?\bhref=["\'])' + re.escape(site_url.rstrip('/') + '/') + r'([^"\'#?]+)(?:#([^"\']*))?')
+    def anchor(page: str, frag: str) -> str:
+        # nbdev links a method or a private function to an anchor only its own `show_doc` writes: its class's, or the page's top
+        if page not in ids: ids[page] = set(re.findall(r'\bid="([^"]+)"', (docs / page).read_text(encoding='utf-8'))) if (docs / page).is_file() else set()
+        if not frag or frag in ids[page]: return frag
+        return frag.split('.')[0] if frag.split('.')[0] in ids[page] else ''
+    for f in sorted(docs.rglob('*.html')):
+        def local(m, up=_up(f, docs)):
+            nonlocal n
+            if m.group(2) not in pages: return m.group(0)
+            n += 1
+            page = pages[m.group(2)]
+            frag = anchor(page, m.group(3) or '')
+            return m.group(1) + up + page + (f'#{frag}' if frag else '')
+        text = f.read_text(encoding='utf-8')
+        if (new := pat.sub(local, text)) != text: f.write_text(new, encoding='utf-8')
+    return n
+
+def _site_url(root: Path) -> str:
+    "Where nbdev says the book is published (settings.ini's doc_host + doc_baseurl): the prefix of its links to names."
+    cfg = configparser.ConfigParser(delimiters=['='], interpolation=None)
+    cfg.read(root / 'settings.ini')
+    return cfg['DEFAULT'].get('doc_host', '').rstrip('/') + cfg['DEFAULT'].get('doc_baseurl', '')

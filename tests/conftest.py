@@ -1,4 +1,9 @@
 import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 os.environ.setdefault('PYTHONHASHSEED', '0')
@@ -44,3 +49,36 @@ def resumes_identically(tmp_path):
         pd.testing.assert_frame_equal(run(cfg, tmp_path / 'cut').metrics[cols], full.metrics[cols])
         return full
     return check
+
+
+ROOT = Path(__file__).resolve().parents[1]
+_ARTIFACTS = pytest.StashKey[list]()
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory) -> Path:
+    "Build the book once per test session, in a copy of the project, and give its _docs/ (tests/test_book.py, tests/test_browser.py)."
+    pytest.importorskip("smalldocs", reason="smalldocs is not importable (pip install -e '.[dev]'); the offline book cannot be built")
+    nbs = ROOT / "nbs"
+    if not [p for p in nbs.glob("*.ipynb") if not p.name.startswith(("_", "."))]:
+        pytest.fail(f"no notebooks in {nbs}")
+    work = tmp_path_factory.mktemp("book")
+    for name in ("settings.ini", "_quarto.yml"):
+        shutil.copy(ROOT / name, work / name)
+    shutil.copytree(nbs, work / "nbs", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    code = "from fedrepro.cli import main; main(['book'])"
+    r = subprocess.run([sys.executable, "-c", code], cwd=work, capture_output=True, text=True, timeout=900)
+    if r.returncode:
+        pytest.fail(f"fedrepro book failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    return work / "_docs"
+
+
+@pytest.fixture(scope="session")
+def artifacts(request) -> list:
+    "Lines naming what tests wrote for people to look at (screenshots): printed at the end of the run."
+    return request.config.stash.setdefault(_ARTIFACTS, [])
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    for line in config.stash.get(_ARTIFACTS, []):
+        terminalreporter.write_line(line)

@@ -2,9 +2,6 @@
 
 import json
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -39,22 +36,6 @@ def has_math(nb: Path) -> bool:
     return any(MATH.search(s) for i, s in enumerate(srcs) if i != title)
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
-    "Build the book once, in a copy of the project, and give its _docs/."
-    if not chapters():
-        pytest.fail(f"no notebooks in {NBS}")
-    work = tmp_path_factory.mktemp("book")
-    for name in ("settings.ini", "_quarto.yml"):
-        shutil.copy(ROOT / name, work / name)
-    shutil.copytree(NBS, work / "nbs", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-    code = "from fedrepro.cli import main; main(['book'])"
-    r = subprocess.run([sys.executable, "-c", code], cwd=work, capture_output=True, text=True, timeout=900)
-    if r.returncode:
-        pytest.fail(f"fedrepro book failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-    return work / "_docs"
-
-
 def test_every_chapter_has_a_page(site):
     missing = [str(page_of(nb)) for nb in chapters() if not (site / page_of(nb)).is_file()]
     assert not missing, f"no page in _docs for: {missing}"
@@ -77,9 +58,18 @@ def test_math_is_typeset(site):
         html = (site / page_of(nb)).read_text(encoding="utf-8")
         # smalldocs writes maths as Pandoc does for KaTeX: <span class="math inline">\(..\)</span>, <span class="math display">\[..\]</span>
         assert re.search(r'<span class="math (inline|display)">\\[(\[]', html), f"{page_of(nb)}: no maths markup"
-        # and loads KaTeX (from a CDN) with its auto-render, which typesets those spans in the browser
-        for asset in ("katex.min.css", "katex.min.js", "auto-render.min.js"):
-            assert re.search(rf'(href|src)="[^"]*katex[^"]*/{re.escape(asset)}"', html), f"{page_of(nb)}: KaTeX {asset} not referenced"
+        # and loads KaTeX with its auto-render, which typesets those spans in the browser: the copy in the book, not a CDN
+        up = "../" * (len(page_of(nb).parts) - 1)
+        for asset in ("katex.min.css", "katex.min.js", "contrib/auto-render.min.js"):
+            assert re.search(rf'(href|src)="{re.escape(up)}site_libs/katex/{re.escape(asset)}"', html), f"{page_of(nb)}: KaTeX {asset} not loaded from site_libs/katex/"
+            assert (site / "site_libs" / "katex" / asset).is_file(), f"site_libs/katex/{asset} is missing"
+        assert not re.search(r'(src|href)="https?://cdn\.jsdelivr\.net/', html), f"{page_of(nb)}: still loads something from cdn.jsdelivr.net"
+
+
+def test_nothing_is_loaded_from_the_network(site):
+    "Every script, stylesheet, font, image and frame is in the book (the build checks it too; this keeps the check from being dropped)."
+    from fedrepro.book import remote_assets
+    assert remote_assets(site) == []
 
 
 def test_a_figure_is_shown(site):
