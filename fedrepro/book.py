@@ -10,10 +10,21 @@ from pathlib import Path
 from .core import check
 
 # %% auto #0
-__all__ = ['KATEX_VERSION', 'REMOTE', 'project_root', 'process', 'use_results', 'render', 'build_book', 'assets_dir',
-           'remote_assets', 'localise_assets', 'own_pages', 'localise_links']
+__all__ = ['REPORT', 'KATEX_VERSION', 'REMOTE', 'project_root', 'process', 'execute_report', 'use_results', 'render',
+           'build_book', 'assets_dir', 'remote_assets', 'localise_assets', 'own_pages', 'localise_links']
 
 # %% ../nbs/09_book.ipynb #e53b7248
+@contextmanager
+def _env(**values):
+    "Environment variables set for the duration, then restored."
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try: yield
+    finally:
+        for k, v in old.items():
+            if v is None: os.environ.pop(k, None)
+            else: os.environ[k] = v
+
 @contextmanager
 def _in(path: Path):
     old = Path.cwd()
@@ -33,21 +44,37 @@ def process(root: Path) -> Path:
     from nbdev.serve import proc_nbs
     proc = root / '_proc'
     shutil.rmtree(proc, ignore_errors=True)      # from scratch, so deleted notebooks do not linger
-    with _in(root):
+    quiet = 'ignore:Found cells containing imports and other code'      # nbdev's advice to the notebooks' authors, not the book's readers
+    with _in(root), _env(PYTHONWARNINGS=','.join(filter(None, [quiet, os.environ.get('PYTHONWARNINGS')]))):   # its workers are new processes
         try: proc_nbs(force=True)
         except Exception as e: raise RuntimeError(f'nbdev could not process the notebooks: {type(e).__name__}: {e}') from e
     shutil.copy(root / '_quarto.yml', proc / '_quarto.yml')
     return proc
 
+REPORT = '18_report.ipynb'       # the chapter that judges every paper's claims on the results it is given
+
+def execute_report(root: Path, results: Path) -> Path:
+    "Execute the report chapter on `results` (its `results` parameter) into `results/`, beside the jobs it judges."
+    import papermill as pm
+    from fedrepro.cli import quiet_kernel
+    out = Path(results) / REPORT
+    try: pm.execute_notebook(str(root / 'nbs' / REPORT), str(out), parameters={'results': str(Path(results).resolve())}, kernel_name='python3',
+                             cwd=str(root / 'nbs'), progress_bar=False, **quiet_kernel())
+    except pm.PapermillExecutionError as e:
+        raise RuntimeError(f'the report could not be judged on {results}: cell {e.exec_count}: {e.ename}: {e.evalue} (the executed notebook is {out})') from None
+    return out
+
 def use_results(root: Path, results: Path) -> list[str]:
-    "Replace processed reproduction notebooks by those executed into `results`; returns their names."
+    "Replace processed notebooks by those executed into `results` (reproduction jobs, and the report); returns their names."
     import nbdev.serve_drv
     from nbdev.serve import FilterDefaults
     used = []
     for nb in sorted(Path(results).glob('*.ipynb')):
-        if (root / 'nbs' / 'repro' / nb.name).exists():
-            with _in(root): nbdev.serve_drv.main((nb, root / '_proc' / 'repro' / nb.name, FilterDefaults))
-            used.append(nb.stem)
+        for where in ('repro', '.'):
+            if (root / 'nbs' / where / nb.name).exists():
+                with _in(root): nbdev.serve_drv.main((nb, root / '_proc' / where / nb.name, FilterDefaults))
+                used.append(nb.stem)
+                break
     return used
 
 def render(proc: Path, quarto: bool = False):
@@ -68,7 +95,9 @@ def build_book(root=None, results=None, quarto: bool = False) -> Path:
     if results: check(Path(results).is_dir(), 'results', str(results), 'a folder `fedrepro reproduce --out` wrote executed notebooks into')
     root = project_root(root)
     proc = process(root)
-    if results: print('showing the executed', ', '.join(use_results(root, Path(results).resolve())) or 'no notebooks', 'from', results)
+    if results:
+        execute_report(root, Path(results))
+        print('showing the executed', ', '.join(use_results(root, Path(results).resolve())) or 'no notebooks', 'from', results)
     render(proc, quarto)
     docs = root / '_docs'
     shutil.rmtree(docs, ignore_errors=True)

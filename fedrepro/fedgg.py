@@ -220,7 +220,7 @@ FEDGG_CLAIMS = [
     Claim('C9', "FedGG sends what FedAvg sends each round, and SCAFFOLD uploads twice as much (§4)",
           tuple(c for st in TABLE_SETTINGS for c in (Band(st, 'FedGG', "upload / FedAvg's", lo=0.999, hi=1.001),
                                               Band(st, 'SCAFFOLD', "upload / FedAvg's", lo=1.999, hi=2.001)))),
-    Claim('C10', 'The mechanism (§3): λ and the step length $s_m$ fall as the rounds go on; consecutive global updates point alike early in '
+    Claim('C10', 'The mechanism (§3): λ and the step length sₘ fall as the rounds go on; consecutive global updates point alike early in '
                  "training (our reading of 'high': their cosine over the first five rounds above 0.5); FedGG's local displacement cosine c is "
                  "higher than FedAvg's (FedAvg's c read from the λ = 10⁻⁸ run, whose correction is a vanishing part of the gradient)",
           tuple(b for st in TABLE_SETTINGS for b in (Band(st, 'FedGG', 'λ trend', hi=0), Band(st, 'FedGG', 's_m trend', hi=0),

@@ -338,6 +338,7 @@ class Untestable(Exception):
     "A precondition failed: the comparison cannot be made here (the reason is the message)."
 
 def _fmt(v: float) -> str:
+    if np.isnan(v): return 'n/a'
     if np.isinf(v): return '-'
     return f'{v:.3f}' if abs(v) < 1 else f'{v:.0f}' if v == int(v) else f'{v:.3g}'
 
@@ -584,7 +585,8 @@ def artefact_sources(results=None) -> pd.DataFrame:
     "Every paper artefact and where its evidence is read: `results` (a `fedrepro reproduce --out` folder) where that holds its CSV, else the committed `mini` run; with the scales and seeds its CSVs name."
     committed, results = committed_results(), Path(results).resolve() if results else None
     rows = []
-    for r in paper_artefacts().itertuples():
+    order = report_papers()
+    for r in paper_artefacts().sort_values('paper', key=lambda p: p.map(order.index), kind='stable').itertuples():
         folder = next((f for f in (results, committed) if f and (f / f'{r.notebook}.csv').is_file()), None)
         table = pd.concat([pd.read_csv(p) for p in artefact_tables(folder, r.notebook)]) if folder else pd.DataFrame(columns=['scale', 'seeds'])
         seeds = sorted({int(s) for v in table['seeds'].dropna().astype(str) for s in v.split(',') if s.strip().isdigit()})
@@ -594,13 +596,14 @@ def artefact_sources(results=None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 def paper_cells(paper: str, sources: pd.DataFrame) -> pd.DataFrame:
-    "The per-seed cells of every artefact of `paper` as `sources` locates them, each row with its `artefact` and `scale`; a cell that two artefacts share once, this run's first."
+    "The per-seed cells of every artefact of `paper` as `sources` locates them, each row with its `artefact` and `scale`; a (setting, method, metric) that several artefacts hold is read from one, this run's first, so seeds of two runs never mix."
     parts = []
     for r in sources[(sources['paper'] == paper) & sources['folder'].notna()].sort_values('source', key=lambda s: s != 'this run').itertuples():
         for t in artefact_tables(r.folder, r.artefact):
             if (seeds := t.with_name(f'{t.stem}_seeds.csv')).is_file(): parts.append(pd.read_csv(seeds).assign(artefact=r.artefact, scale=r.scale))
     cells = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SEED_COLUMNS + ['artefact', 'scale'])
-    return cells.drop_duplicates(['setting', 'method', 'seed', 'metric'], ignore_index=True)
+    first = cells.groupby(['setting', 'method', 'metric'], sort=False)['artefact'].transform('first')
+    return cells[cells['artefact'] == first].drop_duplicates(['setting', 'method', 'seed', 'metric'], ignore_index=True)
 
 def _claim_scale(claim: Claim, cells: pd.DataFrame) -> str:
     "The scales of the cells a claim's comparisons read: 'exact' for exact checks, '—' where none was run."
