@@ -13,7 +13,8 @@ $(STAMP): settings.ini setup.py
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
-# the default reproduction jobs on embedded data, then the book. From an empty repro_out on 2 cores (2026-11-24, an AMD EPYC Zen 4): Table 1 at
+# the default reproduction jobs on embedded data, then the book, whose report chapter is judged on what they wrote (and on the
+# committed mini runs for every other artefact). From an empty repro_out on 2 cores (2026-11-24, an AMD EPYC Zen 4): Table 1 at
 # mini 13.9 min, the quickstart 14 s (its runs are Table 1's, so it goes second), Figure 1 4.1 min, the book 27 s: 19.0 min,
 # plus about 2 min to set up .venv
 REPRO ?= fedreg_table1 quickstart fedreg_figure1

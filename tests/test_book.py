@@ -1,6 +1,7 @@
 "The book builds offline (nbdev processing + smalldocs): a page per notebook, in the sidebar, with maths and a figure."
 
 import json
+import shutil
 import re
 from pathlib import Path
 
@@ -89,3 +90,16 @@ def test_prose_is_prose_not_headings(site):
         html = (site / page_of(nb)).read_text(encoding="utf-8")
         main = html[html.find("<main"):]
         assert len(re.findall(r"<h1\b", main)) <= 1, f"{page_of(nb)}: several <h1> in the page body"
+
+
+def test_the_report_is_judged_on_the_results_it_is_given(tmp_path):
+    "`fedrepro book --results DIR` first executes the report chapter on DIR: an artefact found there is read from there, at its scale."
+    from fedrepro.book import execute_report
+    from fedrepro.repro import committed_results
+    for name in ("fedgc_table3.csv", "fedgc_table3_seeds.csv"):
+        shutil.copy(committed_results() / name, tmp_path / name)
+    table = (tmp_path / "fedgc_table3.csv").read_text(encoding="utf-8")
+    (tmp_path / "fedgc_table3.csv").write_text(table.replace(",mini,", ",smoke,"), encoding="utf-8")
+    nb = json.loads(execute_report(ROOT, tmp_path).read_text(encoding="utf-8"))
+    printed = "".join("".join(o.get("text", "")) for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "stream")
+    assert "this run at smoke: 1 artefact" in printed and "committed mini run at mini: " in printed, printed[:500]
