@@ -32,7 +32,7 @@ def _without_defaults(params: dict, defaults: dict) -> dict:
     return {k: v for k, v in params.items() if not (k in defaults and type(v) is type(defaults[k]) and v == defaults[k])}
 
 _NOT_HASHED = ('data_root', 'download', 'checkpoint_every')
-_HASHED_WHEN_SET = {'momentum': 0.0, 'weight_decay': 0.0, 'test_size': 0, 'dp_clip': None, 'dp_noise': 0.0, 'dp_delta': 1e-5}   # added later: at their defaults they stay out, so older runs keep their hash
+_HASHED_WHEN_SET = {'momentum': 0.0, 'weight_decay': 0.0, 'test_size': 0, 'dp_clip': None, 'dp_noise': 0.0, 'dp_delta': 1e-5, 'eval_local': False}   # added later: at their defaults they stay out, so older runs keep their hash
 _HASHED_AS = {'eval_batch_size': 4096}   # no longer changes results (`evaluate` reduces once over every logit): hashed as every earlier run had it
 _DEVICE = re.compile(r'^(auto|cpu|cuda(:\d+)?|mps)$')
 
@@ -64,6 +64,7 @@ class ExperimentConfig:
     test_size: int = 0               # evaluate on a fixed random `test_size` of the test set, the same for every seed (0: all of it)
     seed: int = 0
     eval_every: int = 1
+    eval_local: bool = False        # also evaluate each participating client's model after its local update, at every evaluated round
     eval_batch_size: int = 256       # test images a forward pass takes: cache and memory, not results
     checkpoint_every: int = 1
     device: str = 'auto'
@@ -99,6 +100,7 @@ class ExperimentConfig:
         check(isinstance(self.test_size, int) and not isinstance(self.test_size, bool) and self.test_size >= 0, 'test_size', self.test_size, 'an integer >= 0 (0: the whole test set)')
         check(self.aux_from in AUX_FROM, 'aux_from', self.aux_from, AUX_FROM_ALLOWED)
         check(isinstance(self.download, bool), 'download', self.download, 'True or False')
+        check(isinstance(self.eval_local, bool), 'eval_local', self.eval_local, 'True or False: evaluate the clients\' local models too')
         check(isinstance(self.data_root, (str, os.PathLike)), 'data_root', self.data_root, 'a folder path (str or Path)')
         self._canonicalise()
         self._check_model()

@@ -241,11 +241,16 @@ def weighted_mean(xs: list, weights=None) -> torch.Tensor:
 
 # %% ../nbs/04_engine.ipynb #5ca96a17
 @torch.inference_mode()
-def evaluate(model, x: torch.Tensor, y: torch.Tensor, batch_size: int = 256, prepare=None) -> dict:
-    "Accuracy and mean cross-entropy of `model` on `(x, y)`, `batch_size` inputs a pass; `prepare` turns a stored batch into model input."
+def evaluate(model, x: torch.Tensor, y: torch.Tensor, batch_size: int = 256, prepare=None, num_classes: int | None = None) -> dict:
+    "Accuracy and mean cross-entropy of `model` on `(x, y)`, `batch_size` inputs a pass; `prepare` turns a stored batch into model input; with `num_classes`, each class's accuracy too (`class_acc`, NaN for a class `y` lacks)."
     model.eval()
     logits = torch.cat([model(prepare(xb) if prepare else xb) for xb in x.split(batch_size)])
-    return {'test_acc': (logits.argmax(1) == y).sum().item() / len(y), 'test_loss': F.cross_entropy(logits, y, reduction='sum').item() / len(y)}
+    hit = logits.argmax(1) == y
+    out = {'test_acc': hit.sum().item() / len(y), 'test_loss': F.cross_entropy(logits, y, reduction='sum').item() / len(y)}
+    if num_classes is not None:
+        right, total = (torch.bincount(y, weights=w, minlength=num_classes).double() for w in (hit.double(), None))
+        out['class_acc'] = (right / total).tolist()          # 0/0: NaN
+    return out
 
 # %% ../nbs/04_engine.ipynb #c4ef8064
 def _sync(device):
@@ -290,23 +295,35 @@ class Federation:
         up, state = self.algo.client_update(ctx, down, state)
         return up, state, ctx
 
-    def round(self, t: int) -> dict:
-        "Run round `t` (1-based); returns the clients, local-training seconds, parameters sent and the method's diagnostics."
+    def evaluates(self, t: int) -> bool:
+        "Whether round `t` is evaluated: every `eval_every` rounds, and the last."
+        return t % self.cfg.eval_every == 0 or t == self.cfg.rounds
+
+    def round(self, t: int, after_client=None) -> dict:
+        "Run round `t` (1-based); returns the clients, local-training seconds, parameters sent, the method's diagnostics and, with `cfg.eval_local` at an evaluated round, each client's local model's test metrics (`local`). `after_client(cid, ctx)` is called right after each client's update."
         cfg, algo = self.cfg, self.algo
         clients = sample_clients(cfg.num_clients, cfg.clients_per_round, cfg.seed, t)
-        down, ups = algo.broadcast(), []
+        down, ups, local, aside = algo.broadcast(), [], [], 0.0
+        eval_local = cfg.eval_local and self.evaluates(t)
         _sync(self.device); t0 = time.perf_counter()
         for cid in clients.tolist():
             up, state, ctx = self.client_update(cid, t, down, self.store.get(cid))
+            if after_client is not None: after_client(cid, ctx)
+            if eval_local:
+                mode = self.fm.model.training
+                local.append({'client': cid, **self.evaluate_model(per_class=True)})
+                self.fm.model.train(mode)
+                aside += local[-1]['eval_seconds']
             if state is not None: self.store.put(cid, state)
             if ctx.dp_steps: self._account(ctx)
             ups.append(up)
-        _sync(self.device); train_s = time.perf_counter() - t0
+        _sync(self.device); train_s = time.perf_counter() - t0 - aside
         algo.aggregate(ups)
         p = algo.payload(self.fm.numel)
         dp = {} if cfg.dp_clip is None else {'dp_epsilon': self.dp_epsilon()}
-        return {'clients': clients, 'train_seconds': train_s, 'up_params': p['up'] * len(clients), 'down_params': p['down'] * len(clients),
-                'diagnostics': {**algo.diagnostics(), **dp}}
+        out = {'clients': clients, 'train_seconds': train_s, 'up_params': p['up'] * len(clients), 'down_params': p['down'] * len(clients),
+               'diagnostics': {**algo.diagnostics(), **dp}}
+        return {**out, 'local': local} if eval_local else out
 
     def _account(self, ctx: ClientContext):
         rates = self.dp_history.setdefault(ctx.cid, {})
@@ -322,11 +339,17 @@ class Federation:
         "The largest of `dp_epsilons` (0 before any DP step): what a run records each round."
         return max(self.dp_epsilons().values(), default=0.0)
 
-    def evaluate(self) -> dict:
-        "Test accuracy and loss of the current global model, and the seconds it took."
+    def evaluate(self, per_class: bool = False) -> dict:
+        "Test accuracy and loss of the current global model (with `per_class`, each class's accuracy too), and the seconds it took."
         _sync(self.device); t0 = time.perf_counter()
         self.fm.load_(self.algo.x)
-        m = evaluate(self.fm.model, self.data.x_test, self.data.y_test, self.cfg.eval_batch_size, self.data.prepare)
+        return {**self.evaluate_model(per_class), 'eval_seconds': time.perf_counter() - t0}
+
+    def evaluate_model(self, per_class: bool = False) -> dict:
+        "Test accuracy and loss of the model the flat view holds now (the global one, or a client's right after its update), each class's accuracy with `per_class`, and the seconds it took."
+        _sync(self.device); t0 = time.perf_counter()
+        m = evaluate(self.fm.model, self.data.x_test, self.data.y_test, self.cfg.eval_batch_size, self.data.prepare,
+                     self.data.num_classes if per_class else None)
         _sync(self.device)
         return {**m, 'eval_seconds': time.perf_counter() - t0}
 

@@ -15,9 +15,10 @@ from .repro import Paper, Setting, Claim, Compare, Band, Never, Elsewhere, Exact
 
 # %% auto #0
 __all__ = ['FEDSSD_METHODS', 'PAPER_DATA', 'STRENGTHS', 'AUX', 'ALPHAS', 'ABLATION', 'MINI_DATA', 'MINI_ROUNDS',
-           'MINI_LOCAL_STEPS', 'SWEEP_LRS', 'MINI_LR', 'FEDSSD_SETTINGS', 'TABLE1_SETTINGS', 'BASELINES',
-           'TABLE2_SETTINGS', 'FEDSSD_CLAIMS', 'FEDSSD', 'class_credibility', 'sample_credibility', 'ssd_mask',
-           'ssd_loss', 'kl_distillation', 'FedSSD', 'paper_methods', 'fedssd_cells', 'mask_cells']
+           'MINI_LOCAL_STEPS', 'SWEEP_LRS', 'MINI_LR', 'FEDSSD_SETTINGS', 'TABLE1_SETTINGS', 'LOCAL_METRICS',
+           'CLASS_METRICS', 'BASELINES', 'TABLE2_SETTINGS', 'FEDSSD_CLAIMS', 'FEDSSD', 'class_credibility',
+           'sample_credibility', 'ssd_mask', 'ssd_loss', 'kl_distillation', 'FedSSD', 'paper_methods', 'fedssd_cells',
+           'mask_cells', 'local_cells', 'majority_classes', 'class_gap_cells']
 
 # %% ../nbs/14_fedssd.ipynb #b91777b6
 def class_credibility(A: torch.Tensor) -> torch.Tensor:
@@ -178,6 +179,7 @@ def fedssd_cells(runs: dict, chance: float, health: dict) -> list[dict]:
     acc = {m: final_accuracy(c) for m, c in runs.items()}
     out = [dict(method=m, metric='ACC', value=v) for m, v in acc.items()]
     out += [cell for m, c in runs.items() if 'mask_nonzero' in c for cell in mask_cells(m, c)]
+    out += [cell for m, c in runs.items() for cell in local_cells(m, c)]
     if 'FedAvg' not in runs: return out
     target = acc['FedAvg']
     h = reference_health(health)
@@ -199,14 +201,58 @@ def mask_cells(method: str, c: pd.DataFrame) -> list[dict]:
              'mask non-zero trend': trend, 'SSD / CE, last round': d['ssd_over_ce'].iloc[-1]}
     return [dict(method=method, metric=k, value=float(v)) for k, v in cells.items() if np.isfinite(v)]
 
+LOCAL_METRICS = ('local ACC', 'local acc, mean after R/10', 'global > local, share of rounds', 'global − local, mean', 'new global > local, share of rounds')
+
+def local_cells(method: str, c: pd.DataFrame) -> list[dict]:
+    "Claims C6 and C13's cells of a run that evaluated its clients' local models (`eval_local`): $Acc_L$ in the last round and its mean after the first tenth of the rounds; the share of rounds in which the global model the round started from ($Acc_G^t$, the previous round's) beats them, and the mean gap; the share against the model aggregated in the round."
+    if 'local_acc' not in c: return []
+    d = c.dropna(subset=['local_acc']).sort_values('round')
+    d = d[d['round'] >= 1]
+    if d.empty: return []
+    glob = c.dropna(subset=['test_acc']).set_index('round')['test_acc']
+    local, rounds = d['local_acc'].to_numpy(float), d['round'].to_numpy()
+    start = glob.reindex(rounds - 1).to_numpy(float)                      # Acc_G^t: the model round t starts from
+    new = glob.reindex(rounds).to_numpy(float)                            # the model aggregated in round t
+    late = rounds > c['round'].max() / 10
+    has, has_new = ~np.isnan(start), ~np.isnan(new)
+    cells = {'local ACC': local[-1], 'local acc, mean after R/10': local[late].mean() if late.any() else math.nan,
+             'global > local, share of rounds': (start[has] > local[has]).mean() if has.any() else math.nan,
+             'global − local, mean': (start[has] - local[has]).mean() if has.any() else math.nan,
+             'new global > local, share of rounds': (new[has_new] > local[has_new]).mean() if has_new.any() else math.nan}
+    return [dict(method=method, metric=k, value=float(v)) for k, v in cells.items() if np.isfinite(v)]
+
+def majority_classes(counts) -> np.ndarray:
+    "A client's majority classes as a mask over the classes: the fewest of them, largest first, that hold more than half of its training samples."
+    counts = np.asarray(counts)
+    order = np.argsort(-counts, kind='stable')
+    k = int(np.searchsorted(np.cumsum(counts[order]), counts.sum() / 2, side='right')) + 1
+    mask = np.zeros(len(counts), bool)
+    mask[order[:k]] = True
+    return mask
+
+CLASS_METRICS = ('majority classes: local − global', 'other classes: local − global', 'majority − other classes')
+
+def class_gap_cells(local: pd.DataFrame, counts) -> dict:
+    "Claim C14's cells from a run's `local.csv` and each client's training samples per class (`counts[client]`): the local model's per-class accuracy less that of the global model it started from (the previous round's), averaged over the client's majority classes, over its other classes, and their difference; each a mean over the round's clients, then over the rounds."
+    cls = [k for k in local.columns if k.startswith('class_acc_')]
+    glob = local[local['model'] == 'global'].set_index('round')[cls]
+    per_round = {}
+    for r in local[local['model'] == 'local'].itertuples(index=False):
+        if r.round - 1 not in glob.index: continue
+        gap = np.asarray([getattr(r, k) for k in cls], float) - glob.loc[r.round - 1].to_numpy(float)
+        maj = majority_classes(counts[int(r.client)])
+        per_round.setdefault(r.round, []).append((np.nanmean(gap[maj]), np.nanmean(gap[~maj]) if (~maj).any() else math.nan))
+    if not per_round: return {}
+    maj, oth = np.nanmean([np.nanmean(v, axis=0) for v in per_round.values()], axis=0)
+    return dict(zip(CLASS_METRICS, (float(maj), float(oth), float(maj - oth))))
+
 
 # %% ../nbs/14_fedssd.ipynb #5ed547a2
 BASELINES = ('FedAvg', 'FedProx', 'FedCurv', 'MOON', 'FedNTD', 'FedCAD')
 TABLE2_SETTINGS = ['CIFAR-10 (#K=2)', 'CIFAR-10 (#K=5)', 'CIFAR-10 (δ=0.1)', 'CIFAR-10', 'CIFAR-10 (δ=10)']   # Table II's columns, in its order
 _higher = lambda st, metric, a, b, **kw: Compare(st, metric, a, b, 'higher', **kw)
 _fewer = lambda st, a, b: Compare(st, 'rounds to target', a, b, 'lower')
-_LOCAL = ("the engine evaluates the global model only: each client's model after its local update (the average local accuracy, "
-          "Figure 7's bottom row, Figures 2 and 3) is not measured here")
+_GAP = 'global − local, mean'
 FEDSSD_CLAIMS = [
     Claim('C1', "On CIFAR-10 FedSSD's final accuracy (73.38) is the highest of the seven methods, +2.89 over FedAvg and +1.15 over FedCAD (Table I)",
           tuple(_higher('CIFAR-10', 'ACC', 'FedSSD', m) for m in BASELINES)),
@@ -222,8 +268,9 @@ FEDSSD_CLAIMS = [
     Claim('C5', 'The mask starts (almost) all zero, so FedSSD begins as FedAvg, and switches on as the global model improves (Section 5.2, Figure 7): '
                 'on CIFAR-10, in round 1 at most 1% of the mask entries are non-zero, and the fraction rises with the rounds (positive rank correlation)',
           (Band('CIFAR-10', 'FedSSD', 'mask non-zero, round 1', hi=0.01), Band('CIFAR-10', 'FedSSD', 'mask non-zero trend', lo=0))),
-    Claim('C6', "On CIFAR-10 the average local test accuracy of FedSSD's clients exceeds FedAvg's after about 10 rounds and stays above (Figure 7)",
-          (Elsewhere(_LOCAL),)),
+    Claim('C6', "On CIFAR-10 the average local test accuracy of FedSSD's clients exceeds FedAvg's after about 10 rounds and stays above (Figure 7; "
+                'read: higher over the rounds after the first tenth of the budget, and in the last round)',
+          (_higher('CIFAR-10', 'local acc, mean after R/10', 'FedSSD', 'FedAvg'), _higher('CIFAR-10', 'local ACC', 'FedSSD', 'FedAvg'))),
     Claim('C7', 'FedSSD is the most accurate method in all five partitions of Table II (#K = 2, 5; δ = 0.1, 0.5, 10)',
           tuple(_higher(st, 'ACC', 'FedSSD', m) for st in TABLE2_SETTINGS for m in BASELINES)),
     Claim('C8', 'Under quantity skew MOON is below FedAvg: 45.15 against 49.64 (#K = 2) and 67.41 against 67.82 (#K = 5) (Table II)',
@@ -242,9 +289,17 @@ FEDSSD_CLAIMS = [
           tuple(_higher('CIFAR-10 (Table III)', 'ACC', f'SSD (α={a:g})', f'{o} (α={a:g})') for a in ALPHAS for o in ('MSE', 'KL'))
           + tuple(_higher('CIFAR-10 (Table III)', 'ACC', f'MSE (α={a:g})', f'KL (α={a:g})') for a in ALPHAS[:2])),
     Claim('C13', "With FedAvg on non-IID CIFAR-10 the global model beats the clients' local models in most rounds, the more so the more "
-                 'heterogeneous the split (Figure 2)', (Elsewhere(_LOCAL),)),
-    Claim('C14', "Under Dir(0.5) a client's local model beats the global model on that client's majority classes; under IID it does not (Figure 3)",
-          (Elsewhere(_LOCAL),)),
+                 "heterogeneous the split (Figure 2; read: the global model a round starts from beats the mean of its local models in over half "
+                 'the rounds under #K = 2 and Dir(0.5), and the mean gap orders #K = 2 > #K = 5 and δ = 0.1 > 0.5 > 10)',
+          (Band('CIFAR-10 (#K=2)', 'FedAvg', 'global > local, share of rounds', lo=0.5), Band('CIFAR-10', 'FedAvg', 'global > local, share of rounds', lo=0.5),
+           _higher('CIFAR-10 (#K=2)', _GAP, 'FedAvg', 'FedAvg', setting_b='CIFAR-10 (#K=5)'),
+           _higher('CIFAR-10 (δ=0.1)', _GAP, 'FedAvg', 'FedAvg', setting_b='CIFAR-10'),
+           _higher('CIFAR-10', _GAP, 'FedAvg', 'FedAvg', setting_b='CIFAR-10 (δ=10)'))),
+    Claim('C14', "Under Dir(0.5) a client's local model beats the global model on that client's majority classes during training; under IID there is "
+                 "no such systematic gap (Figure 3; read: the local model's per-class gain over the global model it started from is positive on "
+                 "the client's majority classes, and their advantage over its other classes is larger under Dir(0.5) than under IID)",
+          (Band('CIFAR-10', 'FedAvg', 'majority classes: local − global', lo=0),
+           _higher('CIFAR-10', 'majority − other classes', 'FedAvg', 'FedAvg', setting_b='CIFAR-10 (IID)'))),
     Claim('C15', "After one local update from the same global model FedAvg's local model forgets the client's rare classes and FedSSD's keeps "
                  "the global model's accuracy on them (Figure 4)", (Elsewhere("Figure 4's single local updates from a checkpoint are not run here"),)),
     Claim('C16', "Theorem 1 is FedProx's Theorem 4 with μ → M_max L_f, μ̄ → M_max L_f + L_m, γ → η, L → L_F, K → S (Section 4.3)",
@@ -263,6 +318,9 @@ FEDSSD = PAPERS.register('fedssd', Paper(
                'fedssd_table2': 'Table II: five partitions of CIFAR-10 (#K = 2, 5; δ = 0.1, 0.5, 10)',
                'fedssd_table3': 'Table III: KL, MSE and SSD distillation at α = 0.01, 0.1, 0.5',
                'fedssd_figure6': "Figure 6: the five partitions, each client's samples per class",
-               'fedssd_figure9': 'Figure 9: final accuracy against the local epochs (E = 1, 5, 10, 20)'},
+               'fedssd_figure9': 'Figure 9: final accuracy against the local epochs (E = 1, 5, 10, 20)',
+               'fedssd_figure2': "Figure 2: the global model against the clients' local models per round, FedAvg in Table II's five partitions",
+               'fedssd_figure3': "Figure 3: class-wise accuracy of the global and the local models, FedAvg under Dir(0.5) and IID",
+               'fedssd_figure7': "Figure 7 (bottom row): the clients' average local accuracy per round, every method, and Table I's local cells"},
     claims=FEDSSD_CLAIMS))
 

@@ -110,6 +110,7 @@ def node_ids(grid, num_clients: int, wait: float = 600) -> dict:
 
 def run_server(grid, cfg: ExperimentConfig, sample=None, evaluate: bool = True) -> dict:
     "`cfg`'s rounds over Flower's `grid`: the engine's schedule (or `sample(t)`), the method's broadcast and aggregation; returns the final global state `x` and a row per round."
+    check(not cfg.eval_local, 'eval_local', cfg.eval_local, "False under Flower: each client's local model stays on its own node, which does not evaluate it")
     need_flwr()
     from flwr.app import Message, MessageType
     fed = Federation(cfg)

@@ -88,21 +88,9 @@ def per_class_accuracy(model, x: torch.Tensor, y: torch.Tensor, prepare=None, nu
 # %% ../nbs/05c_metrics.ipynb #64323875
 def round_with_locals(fed: Federation, t: int) -> dict:
     "`fed.round(t)`, with `local_states`: each sampled client's flat model after its local update, in client order."
-    cfg, algo = fed.cfg, fed.algo
-    clients = sample_clients(cfg.num_clients, cfg.clients_per_round, cfg.seed, t)
-    down, ups, local = algo.broadcast(), [], []
-    _sync(fed.device); t0 = time.perf_counter()
-    for cid in clients.tolist():
-        torch.manual_seed(derive_seed(cfg.seed, t, cid, 'torch'))
-        up, state = algo.client_update(fed.context(cid, t), down, fed.store.get(cid))
-        local.append(fed.fm.snapshot())
-        if state is not None: fed.store.put(cid, state)
-        ups.append(up)
-    _sync(fed.device); train_s = time.perf_counter() - t0
-    algo.aggregate(ups)
-    p = algo.payload(fed.fm.numel)
-    return {'clients': clients, 'train_seconds': train_s, 'up_params': p['up'] * len(clients), 'down_params': p['down'] * len(clients),
-            'local_states': local}
+    local = []
+    r = fed.round(t, after_client=lambda cid, ctx: local.append(fed.fm.snapshot()))
+    return {**r, 'local_states': local}
 
 # %% ../nbs/05c_metrics.ipynb #0d07b211
 @torch.inference_mode()

@@ -33,6 +33,7 @@ class RunResult:
     run_dir: Path
     metrics: pd.DataFrame
     summary: dict
+    local: pd.DataFrame | None = None    # `local.csv`: the global and the local models per evaluated round, with `eval_local`
 
 def divergence(metrics: pd.DataFrame) -> tuple[int, str] | None:
     "The round at which a run diverged and why, or None: the first round marked so, or evaluated with a test loss that is not finite."
@@ -71,8 +72,9 @@ def code_version() -> str:
     return _CODE
 _CODE = None
 
-def _save_checkpoint(run_dir: Path, fed: Federation, rows: list, round: int):
+def _save_checkpoint(run_dir: Path, fed: Federation, rows: list, round: int, local_rows: list):
     ckpt = {'config_hash': fed.cfg.hash, 'round': round, 'federation': fed.state_dict(), 'rows': rows, 'code': code_version()}
+    if fed.cfg.eval_local: ckpt['local_rows'] = local_rows
     atomic_write(run_dir / 'checkpoint.pt', lambda p: torch.save(ckpt, p))
     fed.store.committed()
 
@@ -127,6 +129,41 @@ def _finished_records(run_dir: Path, cfg: ExperimentConfig, ckpt, keep_diverged:
     complete = rounds == list(range(cfg.rounds + 1)) or stopped
     return metrics if complete and summarize_run(cfg, metrics) == _read_json(s) else None
 
+def _local_rows(t: int, ev: dict, r: dict) -> list:
+    "Round `t`'s rows of `local.csv`: the global model's evaluation `ev` (if it has accuracies per class) and each local model's in round result `r`."
+    row = lambda model, client, m: {'round': t, 'model': model, 'client': client, 'test_acc': m['test_acc'], 'test_loss': m['test_loss'],
+                                    **{f'class_acc_{k}': v for k, v in enumerate(m['class_acc'])}}
+    return ([row('global', None, ev)] if 'class_acc' in ev else []) + [row('local', m['client'], m) for m in r.get('local', ())]
+
+def _local_means(r: dict) -> dict:
+    "What `metrics.csv` records of round result `r`'s local models: their mean test accuracy and loss, and their evaluation's seconds (nothing without them)."
+    if 'local' not in r: return {}
+    m = r['local']
+    return {'local_acc': float(np.mean([x['test_acc'] for x in m])), 'local_loss': float(np.mean([x['test_loss'] for x in m])),
+            'local_eval_seconds': float(sum(x['eval_seconds'] for x in m))}
+
+def _local_frame(rows: list, last_round: int) -> pd.DataFrame:
+    "`local.csv`'s rows up to `last_round` as a table, `client` an integer column (empty for the global model)."
+    df = pd.DataFrame([r for r in rows if r['round'] <= last_round])
+    return df.astype({'client': 'Int64'}) if len(df) else df
+
+def _write_local(run_dir: Path, local: pd.DataFrame):
+    text = local.to_csv(index=False)
+    f = run_dir / 'local.csv'
+    if not f.exists() or f.read_text() != text: atomic_write(f, lambda p: Path(p).write_text(text))
+
+def _finished_local(run_dir: Path, cfg: ExperimentConfig, ckpt, metrics: pd.DataFrame) -> pd.DataFrame | None:
+    "A finished run's `local.csv` (with `eval_local`): the checkpoint's rows to the metrics' last round, which the file is rewritten to if it differs; without a checkpoint, the file's."
+    if not cfg.eval_local: return None
+    last = int(metrics['round'].max())
+    if ckpt is not None and 'local_rows' in ckpt:
+        local = _local_frame(ckpt['local_rows'], last)
+        _write_local(run_dir, local)
+        return local
+    try: local = pd.read_csv(run_dir / 'local.csv', dtype={'client': 'Int64'})
+    except (OSError, ValueError): return None
+    return local[local['round'] <= last].reset_index(drop=True)
+
 def _read_json(f: Path):
     "The JSON in `f`, or None if it is missing or unreadable."
     try: return json.loads(f.read_text())
@@ -167,28 +204,32 @@ def _run(cfg, run_dir, callbacks, progress, data, keep_diverged, allow_code_chan
     if (done := _finished_records(run_dir, cfg, ckpt, keep_diverged)) is not None:
         summary = summarize_run(cfg, done)
         if _read_json(run_dir / 'summary.json') != summary: write_json(summary, run_dir / 'summary.json')
-        return RunResult(cfg, run_dir, done, summary)
+        return RunResult(cfg, run_dir, done, summary, _finished_local(run_dir, cfg, ckpt, done))
     if ckpt: _check_code(run_dir, ckpt, allow_code_change)
     fed = Federation(cfg, data=data, store=ClientStore(run_dir / 'client_states'))
     if ckpt:
         fed.load_state_dict(ckpt['federation'])
-        rows, start = ckpt['rows'], ckpt['round'] + 1
+        rows, local_rows, start = ckpt['rows'], ckpt.get('local_rows', []), ckpt['round'] + 1
     else:
-        rows, start = [{'round': 0, **fed.evaluate(), 'train_seconds': 0.0, 'up_params': 0, 'down_params': 0}], 1
+        ev = fed.evaluate(per_class=cfg.eval_local)
+        rows, local_rows, start = [{'round': 0, **_scalars(ev), 'train_seconds': 0.0, 'up_params': 0, 'down_params': 0}], _local_rows(0, ev, {}), 1
     write_json({'config': cfg.to_dict(), 'hash': cfg.hash}, run_dir / 'config.json')
     write_json(_segments(run_dir, fed, start), run_dir / 'env.json')
     bar = _progress(cfg, start) if progress else None
     for t in range(start, cfg.rounds + 1):
         r = fed.round(t)
         finite = bool(torch.isfinite(fed.algo.x).all())
-        ev = fed.evaluate() if t % cfg.eval_every == 0 or t == cfg.rounds or not finite else {'test_acc': np.nan, 'test_loss': np.nan, 'eval_seconds': 0.0}
-        row = {'round': t, **ev, 'train_seconds': r['train_seconds'], 'up_params': r['up_params'], 'down_params': r['down_params'], **r['diagnostics']}
+        ev = fed.evaluate(per_class=cfg.eval_local) if fed.evaluates(t) or not finite else {'test_acc': np.nan, 'test_loss': np.nan, 'eval_seconds': 0.0}
+        row = {'round': t, **_scalars(ev), 'train_seconds': r['train_seconds'], 'up_params': r['up_params'], 'down_params': r['down_params'],
+               **r['diagnostics'], **_local_means(r)}
+        local_rows += _local_rows(t, ev, r)
         if not finite or not math.isfinite(row['test_loss']) and not math.isnan(row['test_acc']):
             row['diverged'] = 'parameters not finite' if not finite else 'test loss not finite'
         rows.append(row)
         _write_metrics(run_dir, rows)
+        if cfg.eval_local: _write_local(run_dir, _local_frame(local_rows, t))
         stop = 'diverged' in row and not keep_diverged
-        if t % cfg.checkpoint_every == 0 or t == cfg.rounds or stop: _save_checkpoint(run_dir, fed, rows, t)
+        if t % cfg.checkpoint_every == 0 or t == cfg.rounds or stop: _save_checkpoint(run_dir, fed, rows, t, local_rows)
         if bar: bar.update(1); bar.set_postfix(acc=f"{rows[-1]['test_acc']:.3f}")
         for cb in callbacks: cb(row)
         if stop: break
@@ -196,7 +237,12 @@ def _run(cfg, run_dir, callbacks, progress, data, keep_diverged, allow_code_chan
     metrics = pd.DataFrame(rows if keep_diverged else _until_divergence(rows))
     summary = summarize_run(cfg, metrics)
     write_json(summary, run_dir / 'summary.json')
-    return RunResult(cfg, run_dir, metrics, summary)
+    local = _local_frame(local_rows, int(metrics['round'].max())) if cfg.eval_local else None
+    return RunResult(cfg, run_dir, metrics, summary, local)
+
+def _scalars(ev: dict) -> dict:
+    "A global evaluation as `metrics.csv` records it: without the accuracies per class (those go to `local.csv`)."
+    return {k: v for k, v in ev.items() if k != 'class_acc'}
 
 def _progress(cfg, start):
     from tqdm.auto import tqdm

@@ -36,6 +36,8 @@ REFUSED = {                                   # case: (config fields, words the 
     'batch_size -1': (dict(batch_size=-1), ['batch_size=-1 is not allowed']),
     'eval_every 0': (dict(eval_every=0), ['eval_every=0 is not allowed']),
     'eval_batch_size 0': (dict(eval_batch_size=0), ['eval_batch_size=0 is not allowed']),
+    'eval_local text': (dict(eval_local='yes'), ["eval_local='yes' is not allowed: True or False"]),
+    'eval_local 1': (dict(eval_local=1), ['eval_local=1 is not allowed: True or False']),
     'checkpoint_every 0': (dict(checkpoint_every=0), ['checkpoint_every=0 is not allowed']),
     'lr 0': (dict(lr=0), ['lr=0 is not allowed: a finite number > 0']),
     'lr negative': (dict(lr=-0.1), ['lr=-0.1 is not allowed: a finite number > 0']),

@@ -62,3 +62,9 @@ def test_flower_is_imported_only_when_used():
     p = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     assert p.stdout.strip() == "fedrepro.flower needs Flower: pip install -e '.[flower]' (or pip install 'flwr[simulation]')"
+
+
+def test_flower_refuses_local_model_evaluation_by_name():
+    from fedrepro.flower import run_server
+    with pytest.raises(ValueError, match="eval_local=True is not allowed: False under Flower"):
+        run_server(None, ExperimentConfig(model='mlp', device='cpu', eval_local=True))
