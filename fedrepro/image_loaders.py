@@ -6,16 +6,17 @@
 from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 import numpy as np, pandas as pd, torch
 from PIL import Image
-from .core import DATASETS
+from .core import DATASETS, check
 from .data import RawData, DatasetSpec, missing_data
 
 # %% auto #0
-__all__ = ['MNISTM_FILES', 'TINY_FILES', 'COVID_SPLITS', 'COVID_META', 'COVID_FILES', 'LANDMARK_FILES', 'HWDIGITS', 'read_image',
-           'read_images', 'load_mnistm', 'load_tinyimagenet', 'load_covidct', 'load_landmarks', 'hwdigits_from',
-           'load_hwdigits']
+__all__ = ['MNISTM_FILES', 'TINY_FILES', 'COVID_SPLITS', 'COVID_META', 'COVID_FILES', 'COVID_SIZES', 'LANDMARK_FILES', 'HWDIGITS',
+           'read_image', 'read_images', 'load_mnistm', 'load_tinyimagenet', 'covidct_train_files', 'load_covidct',
+           'load_landmarks', 'hwdigits_from', 'load_hwdigits']
 
 # %% ../nbs/02c_image_loaders.ipynb #c1160d3e
 def read_image(path, size: int, fit: str = 'resize') -> np.ndarray:
@@ -141,31 +142,47 @@ def _covid_sources(meta: pd.DataFrame, files: list) -> list:
         raise ValueError(f"covidct: {len(unmatched)} training COVID images have no row in {COVID_META}, e.g. {unmatched[:3]}")
     return out
 
-def load_covidct(data_root: str = 'data', download: bool = False) -> RawData:
-    "COVID-CT (He et al. 2020): 224×224 RGB uint8; train = He's train split with its COVID images' sources, test = He's val + test."
+COVID_SIZES = (224, 128)       # DenseNet-121 (Table 3) and the 10-layer CNN (Table 4, Figures C.3-C.4)
+
+def _covid_split(d: Path, split: str):
+    "The image paths of He's `split` ('train', 'val' or 'test'), COVID list then NonCOVID list, and their labels (COVID = 1)."
+    files, y = [], []
+    for label, (k, f) in ((1, ('COVID', 'CT_COVID')), (0, ('NonCOVID', 'CT_NonCOVID'))):
+        names = _read_list(d / 'Data-split' / k / f'{split}{f}.txt')
+        files += [d / 'Images-processed' / f / n for n in names]; y += [label] * len(names)
+    absent = [str(p.relative_to(d)) for p in files if not p.exists()]
+    if absent: raise missing_data('covidct', d, absent[:5] + (['...'] if len(absent) > 5 else []),
+                                  f'files named in the {split} split lists are not in Images-processed/')
+    return files, np.array(y, dtype=np.int64)
+
+def _covid_dir(data_root, download: bool = False) -> Path:
     d = _dataset_dir(data_root, 'COVID-CT', 'Data-split')
     _require('covidct', d, COVID_FILES, 'clone https://github.com/UCSD-AI4H/COVID-CT, unzip Images-processed/CT_COVID.zip '
              f'and CT_NonCOVID.zip in place, and save the sheet of COVID-CT-MetaInfo.xlsx as {COVID_META} in {d}', download)
-    def part(split):
-        files, y = [], []
-        for label, (k, f) in ((1, ('COVID', 'CT_COVID')), (0, ('NonCOVID', 'CT_NonCOVID'))):
-            names = _read_list(d / 'Data-split' / k / f'{split}{f}.txt')
-            files += [d / 'Images-processed' / f / n for n in names]; y += [label] * len(names)
-        absent = [str(p.relative_to(d)) for p in files if not p.exists()]
-        if absent: raise missing_data('covidct', d, absent[:5] + (['...'] if len(absent) > 5 else []),
-                                      f'files named in the {split} split lists are not in Images-processed/')
-        return files, np.array(y, dtype=np.int64)
-    (ftr, ytr), (fva, yva), (fte, yte) = part('train'), part('val'), part('test')
+    return d
+
+def covidct_train_files(data_root: str = 'data') -> list:
+    "The file names of COVID-CT's training images in the order of `x_train` (He's train lists: COVID, then NonCOVID): index i of the loader is name i here."
+    return [p.name for p in _covid_split(_covid_dir(data_root), 'train')[0]]
+
+def load_covidct(data_root: str = 'data', download: bool = False, size: int = 224) -> RawData:
+    "COVID-CT (He et al. 2020): `size`×`size` RGB uint8 (short side resized, centre crop); train = He's train split with its COVID images' sources, test = He's val + test."
+    check(size in COVID_SIZES, 'size', size, f"one of {COVID_SIZES}: the side FedReg's DenseNet-121 (224) or its 10-layer CNN (128) reads")
+    d = _covid_dir(data_root, download)
+    (ftr, ytr), (fva, yva), (fte, yte) = _covid_split(d, 'train'), _covid_split(d, 'val'), _covid_split(d, 'test')
     covid = [p.name for p, y in zip(ftr, ytr) if y == 1]
     src, names = _labels(_covid_sources(pd.read_csv(d / COVID_META, dtype=str), covid))
     source = np.full(len(ytr), -1, dtype=np.int64); source[ytr == 1] = src
-    return RawData(read_images(ftr, 224, 'center'), torch.as_tensor(ytr), read_images(fva + fte, 224, 'center'),
+    return RawData(read_images(ftr, size, 'center'), torch.as_tensor(ytr), read_images(fva + fte, size, 'center'),
                    torch.as_tensor(np.concatenate([yva, yte])), groups_train={'source': source},
                    groups_test={'split': np.repeat(np.array([0, 1], dtype=np.int64), [len(yva), len(yte)])},
                    classes=['NonCOVID', 'COVID'])
 
 DATASETS.register('covidct', DatasetSpec('covidct', 2, (3, 224, 224), load_covidct,
     source='COVID-CT (He et al. 2020, github.com/UCSD-AI4H/COVID-CT): 425 train (He train) / 321 test (He val + test)',
+    mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), augment='crop_flip'))
+DATASETS.register('covidct128', DatasetSpec('covidct128', 2, (3, 128, 128), partial(load_covidct, size=128),
+    source="COVID-CT at 128×128 for FedReg's 10-layer CNN (Table 4, Figures C.3-C.4): the files of `covidct`, read at 128",
     mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), augment='crop_flip'))
 
 # %% ../nbs/02c_image_loaders.ipynb #ab365aa8

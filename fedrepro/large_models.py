@@ -92,6 +92,9 @@ def densenet121_gn(input_shape=(3, 224, 224), num_classes=2, groups: int = 4):
 def cnn10(input_shape=(3, 128, 128), num_classes=2, width: int = 128):
     "FedReg's CT `ConvNet`: nine 3×3 convolutions (GroupNorm after conv5 and conv8, max-pool 3) and one Linear."
     c, h, w = input_shape
+    check(isinstance(width, int) and not isinstance(width, bool) and width >= 1, 'width', width,
+          'an integer >= 1: the channels of conv0 (the paper: 128; conv1-conv2 have 2×, the rest 4×)')
+    check(min(h, w) >= 3, 'input_shape', input_shape, 'C×H×W with H, W >= 3 (the 3×3 max-pool needs a window; the paper: 3×128×128)')
     chans = [c, width, 2*width, 2*width, 4*width, 4*width, 4*width]
     layers = OrderedDict()
     for i in range(6):

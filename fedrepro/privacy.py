@@ -5,11 +5,11 @@
 # %% ../nbs/15_privacy.ipynb #c1500004
 from __future__ import annotations
 import copy, math
-import pandas as pd, torch
+import numpy as np, pandas as pd, torch
 import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
-from .core import FlatModel, check, numpy_rng, torch_rng
+from .core import FlatModel, check, derive_seed, numpy_rng, torch_rng
 from .data import FedData
 from .engine import Algorithm, ClientContext, Federation, clip_factors, per_example_grads
 from .fedgc import param_blocks
@@ -216,7 +216,8 @@ def fedreg_upload(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, 
     return g + (ws * gs + wp * gp) / lr
 
 # %% ../nbs/15_privacy.ipynb #c1500107
-INVERSION = {'EMNIST': ('l2', 1e-8), 'CIFAR-10 (uniform)': ('cosine', 1e-6), 'CIFAR-10 (one class)': ('cosine', 1e-6)}   # distance, TV weight
+INVERSION = {'EMNIST': ('l2', 1e-8), 'CIFAR-10 (uniform)': ('cosine', 1e-6), 'CIFAR-10 (one class)': ('cosine', 1e-6),
+             'CT images of COVID-19': ('l2', 1e-8)}                                                              # distance, TV weight
 C3_METHODS = ('FedAvg', 'FedAvg with DPSGD', 'FedReg with MG')
 
 def clipped_upload(clip: float):
@@ -227,15 +228,23 @@ def clipped_upload(clip: float):
     return upload
 
 def fedreg_attack(setting: str, scale: str, seed: int, sigmas=(), images: int = 10, at_round: int = 2, iters: int = 200, lr: float = 1.0,
-                  clip: float = 1.0, device='cpu', data_root='data'):
-    "Figure C.3 for one seed: FedReg with MG trained to round `at_round` − 1, then `images` one-image clients' one-step uploads from its broadcast attacked: FedAvg's, FedAvg with DP-SGD's at each σ of `sigmas`, FedReg with MG's. Per-image scores, reconstructions, originals."
+                  clip: float = 1.0, device='cpu', data_root='data', indices=None, chunk: int | None = None, **overrides):
+    "Figure C.3 for one seed: FedReg with MG trained to round `at_round` − 1, then `images` one-image clients' one-step uploads from its broadcast attacked: FedAvg's, FedAvg with DP-SGD's at each σ of `sigmas`, FedReg with MG's. `indices`: the training images to attack (default: `images` drawn from the seed); `chunk`: attack that many at a time (default: all at once); `overrides`: config fields. Per-image scores, reconstructions, originals."
     check(isinstance(at_round, int) and at_round >= 1, 'at_round', at_round, 'an integer >= 1 (1: the initial model)')
-    cfg = FEDREG.config(setting, 'FedReg with MG', scale, seed=seed, device=device, data_root=data_root)
+    check(chunk is None or (isinstance(chunk, int) and chunk >= 1), 'chunk', chunk, 'None (every image at once) or an integer >= 1')
+    cfg = FEDREG.config(setting, 'FedReg with MG', scale, seed=seed, device=device, data_root=data_root, **overrides)
+    check(setting in INVERSION, 'setting', setting, f'one of {list(INVERSION)}: the settings whose attack Appendix B.4 gives')
     fed = Federation(cfg)
+    n_train = len(fed.data.y_train)
+    if indices is not None:
+        ints = [int(i) for i in indices if isinstance(i, (int, np.integer)) and not isinstance(i, bool)]
+        check(0 < len(ints) == len(indices) == len(set(ints)) and all(0 <= i < n_train for i in ints), 'indices', indices,
+              f'distinct training-image indices in 0..{n_train - 1}')
+        indices = ints
     for t in range(1, at_round): fed.round(t)
     fm, mg, data, theta, P = fed.fm, fed.algo, fed.data, fed.algo.x.clone(), fed.fm.num_params
     avg = Algorithm(cfg.replace(algorithm='fedavg', params={}), theta)
-    idx = numpy_rng(seed, 'attacked images').choice(len(data.y_train), images, replace=False)
+    idx = np.array(indices) if indices is not None else numpy_rng(seed, 'attacked images').choice(len(data.y_train), images, replace=False)
     seen = lambda algo, dp=None: torch.stack([observed_gradient(observe_upload(algo, fm, data, int(i), cfg.lr, {'x': theta}, dp, seed), theta[:P], cfg.lr)
                                               for i in idx])
     hp, (distance, tv) = mg.hp, INVERSION[setting]
@@ -249,8 +258,10 @@ def fedreg_attack(setting: str, scale: str, seed: int, sigmas=(), images: int = 
     for method, sigma, target, upload in cases:
         guess = idlg_labels(fm, target, bias)
         labels = y if method == 'FedReg with MG' else guess
-        rec = inverting_gradients(model, target, labels, true.shape[1:], data.mean, data.std, iters=iters, lr=lr, tv=tv, seed=seed,
-                                  distance=distance, upload=upload)
+        parts = [slice(None)] if chunk is None else [slice(a, a + chunk) for a in range(0, len(idx), chunk)]
+        rec = torch.cat([inverting_gradients(model, target[s], labels[s], true.shape[1:], data.mean, data.std, iters=iters, lr=lr, tv=tv,
+                                             seed=seed if k == 0 else derive_seed(seed, 'chunk', k), distance=distance, upload=upload)
+                         for k, s in enumerate(parts)])
         recovered[method, sigma] = rec.cpu()
         rows += [dict(setting=setting, seed=seed, method=method, sigma=sigma, image=int(i), label_right=bool(a == b), **s)
                  for i, a, b, s in zip(idx, guess.tolist(), y.tolist(), image_scores(true, rec).to_dict('records'))]

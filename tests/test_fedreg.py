@@ -133,6 +133,32 @@ def test_every_setting_builds_and_scales_derive_from_the_paper():
     assert fedreg_config('COVID-19 CT Images', 'FedReg').params == {'gamma': 0.5, 'eta_s': 1e-6}
 
 
+def test_ct_cnn_setting_is_appendix_b4_field_by_field():
+    "Table 4's CT column (the 10-layer CNN): every paper-scale field as Appendix B.4 gives it; no mini scale; the name Table 4 prints."
+    from fedrepro.fedreg import CT_CNN, TABLE4_SETTINGS
+    assert CT_CNN == 'CT images of COVID-19' and CT_CNN in TABLE4_SETTINGS and FEDREG.paper_value(CT_CNN, 'FedReg with MG', 'ACC', '4') == 0.657
+    lr = {'SGD': 5e-4, 'FedAvg': 5e-4, 'FedProx': 5e-4, 'FedCurv': 1e-3, 'FedReg': 5e-4}
+    params = {'SGD': {}, 'FedAvg': {}, 'FedProx': {'mu': 0.1, 'convention': 'full'}, 'FedCurv': {'lam': 1e-3}, 'FedReg': {'gamma': 0.5, 'eta_s': 1e-6}}
+    want = {**{m: (lr[m], params[m], None, 0.0) for m in lr}, 'FedReg with MG': (5e-4, {'gamma': 0.5, 'eta_s': 1e-6, 'mg': True}, None, 0.0),
+            **{('DPSGD' if m == 'SGD' else f'{m} with DPSGD'): (lr[m], params[m], 1.0, 0.001) for m in ('SGD', 'FedAvg', 'FedProx', 'FedCurv')}}
+    assert set(FEDREG.settings[CT_CNN].methods) == set(want)                             # no SCAFFOLD: Table 4 leaves it out
+    for m, (l, p, clip, sigma) in want.items():
+        c = fedreg_config(CT_CNN, m)
+        assert (c.dataset, c.model, c.partition, c.partition_params, c.num_clients, c.clients_per_round, c.rounds, c.local_epochs, c.batch_size,
+                c.weighting) == ('covidct128', 'cnn10', 'group', {'key': 'source'}, 32, 10, 10, 20, 10, 'uniform'), m
+        assert (c.lr, c.params, c.dp_clip, c.dp_noise, c.algorithm) == (l, p, clip, sigma, FEDREG.methods[m]), m
+    assert FEDREG.settings[CT_CNN].mini is None and FEDREG.scaled_settings([CT_CNN], 'mini') == FEDREG.scaled_settings([CT_CNN], 'smoke') == []
+    assert 'no stand-in' in FEDREG.settings[CT_CNN].stand_in and 'crop_flip' in FEDREG.settings[CT_CNN].why
+    with pytest.raises(ValueError, match='a setting with a mini scale'): fedreg_config(CT_CNN, 'FedReg with MG', 'smoke')
+    with pytest.raises(ValueError, match="method='SCAFFOLD'"): fedreg_config(CT_CNN, 'SCAFFOLD')
+
+
+def test_ct_cnn_paper_run_without_data_says_where_to_put_it(tmp_path):
+    from fedrepro.fedreg import CT_CNN
+    with pytest.raises(FileNotFoundError, match='covidct.*COVID-CT'):
+        Federation(fedreg_config(CT_CNN, 'FedAvg', device='cpu', data_root=str(tmp_path)))
+
+
 def test_bad_setting_method_scale():
     with pytest.raises(ValueError, match="setting='MNIST'"): fedreg_config('MNIST', 'FedReg')
     with pytest.raises(ValueError, match="method='SCAFFOLD'"): fedreg_config('CIFAR-100 (ResNet-9)', 'SCAFFOLD')
@@ -257,8 +283,25 @@ def test_verdicts_can_fail():
 
 def test_every_claim_is_judged_and_the_unrunnable_ones_say_why():
     v = judge(FEDREG.claims, cells_for({('FedAvg', 'ACC'): [0.5, 0.5, 0.5]})).set_index('claim')
-    assert set(v['outcome']) == {'not testable here'}
-    assert 'real data only' in v.loc['17b', 'preconditions'] and 'real data only' in v.loc['11', 'preconditions']
+    exact = [c.key for c in FEDREG.claims if all(type(k).__name__ == 'Exact' for k in c.checks)]      # 21, 22: the chapter's exact checks
+    assert sorted(exact) == ['21', '22'] and set(v.loc[exact, 'outcome']) == {'reproduced'}
+    assert set(v.drop(exact)['outcome']) == {'not testable here'}
+    for k in ('11', '17b', '18d'): assert 'real data only' in v.loc[k, 'preconditions'], k
+
+
+def test_ct_claims_are_judged_on_the_ct_cells():
+    "17b (Figure C.4, on PSNR) and 18d (Table 4's CT column) are comparisons on the CT setting's cells, judged once they exist."
+    from fedrepro.fedreg import CT_CNN
+    psnr = pd.DataFrame([dict(setting=CT_CNN, method=m, seed=s, metric='PSNR', value=v + s, rounds=2, health='ok')
+                         for m, v in (('FedAvg', 20.0), ('FedReg with MG', 9.0)) for s in range(3)], columns=SEED_COLUMNS)
+    v = judge(FEDREG.claims, psnr).set_index('claim')
+    assert v.loc['17b', 'outcome'] == 'reproduced' and 'CT images of COVID-19 PSNR' in v.loc['17b', 'evidence']
+    flipped = psnr.assign(value=psnr['value'].where(psnr['method'] == 'FedAvg', psnr['value'] + 20))
+    assert judge(FEDREG.claims, flipped).set_index('claim').loc['17b', 'outcome'] == 'not reproduced'
+    acc = pd.DataFrame([dict(setting=CT_CNN, method=m, seed=s, metric='ACC', value=v + 0.01 * s, rounds=10, health='ok')
+                        for m, v in (('FedReg with MG', 0.66), ('DPSGD', 0.53), ('FedAvg with DPSGD', 0.57), ('FedProx with DPSGD', 0.57),
+                                     ('FedCurv with DPSGD', 0.58)) for s in range(3)], columns=SEED_COLUMNS)
+    assert judge(FEDREG.claims, acc).set_index('claim').loc['18d', 'outcome'] == 'reproduced'
 
 
 @pytest.mark.parametrize('setting', FEDREG.scaled_settings())

@@ -170,6 +170,23 @@ def test_covidct(covid):
     assert spec.mean == (0.485, 0.456, 0.406) and spec.std == (0.229, 0.224, 0.225)
 
 
+def test_covidct_at_128_for_the_10_layer_cnn(covid):
+    r, r128 = il.load_covidct(str(covid)), il.load_covidct(str(covid), size=128)
+    check_raw(r128, 6, 5, (3, 128, 128))
+    assert r128.y_train.tolist() == r.y_train.tolist() and r128.y_test.tolist() == r.y_test.tolist()
+    assert r128.groups_train['source'].tolist() == r.groups_train['source'].tolist()
+    assert r128.x_test[:, 0, 60, 60].tolist() == [10, 20, 30, 40, 50]          # the same order, read at 128
+    img = r128.x_train[0]                                           # 448×224 -> short side 128, centre 128×128: green | blue
+    assert img[:, 60, 10].tolist() == list(GREEN) and img[:, 60, 120].tolist() == list(BLUE)
+    spec = DATASETS['covidct128']
+    assert (spec.num_classes, spec.input_shape, spec.mean, spec.std, spec.augment) == (2, (3, 128, 128), DATASETS['covidct'].mean,
+                                                                                        DATASETS['covidct'].std, 'crop_flip')
+    assert torch.equal(spec.load(str(covid)).x_train, r128.x_train)
+    assert il.covidct_train_files(str(covid)) == SPLITS[('COVID', 'train')] + SPLITS[('NonCOVID', 'train')]
+    with pytest.raises(ValueError, match='size=64'): il.load_covidct(str(covid), size=64)
+    check_missing(spec.load, covid / 'empty', 'covidct', 'trainCT_COVID.txt')
+
+
 def test_covidct_errors(covid):
     check_missing(il.load_covidct, covid / 'empty', 'covidct', 'trainCT_COVID.txt')
     d = covid / 'COVID-CT'

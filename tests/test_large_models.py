@@ -82,7 +82,7 @@ def test_densenet121_gn():
 
 
 def test_cnn10_size_and_layout():
-    m = build_model('cnn10', (3, 128, 128), 2)
+    with torch.device('meta'): m = build_model('cnn10', (3, 128, 128), 2, device='meta')     # shapes only: no memory, no arithmetic
     # conv0..conv3, five 512->512 convs, two GroupNorm(1,512), head 903,168*2+2
     assert n_params(m) == ((3*128*9+128) + (128*256*9+256) + (256*256*9+256) + (256*512*9+512)
                            + 5*(512*512*9+512) + 2*2*512 + 903_168*2 + 2) == 15_676_418
@@ -93,9 +93,15 @@ def test_cnn10_size_and_layout():
     gn = [l for l in m.modules() if isinstance(l, nn.GroupNorm)]
     assert [(l.num_groups, l.num_channels) for l in gn] == [(1, 512), (1, 512)]
     assert m.classifier.in_features == 512 * 42 * 42 == 903_168
+    assert m(torch.empty(1, 3, 128, 128, device='meta')).shape == (1, 2)
+    convs = [l for l in m.features if isinstance(l, nn.Conv2d)]
+    assert all(l.kernel_size == (3, 3) and l.padding == (1, 1) and l.bias is not None for l in convs) and len(convs) == 9
+    assert isinstance(m.features.pool0, nn.MaxPool2d) and m.features.pool0.kernel_size == 3
     small = build_model('cnn10', (3, 128, 128), 2, width=8)
     with torch.inference_mode():
         assert small.features(torch.randn(2, 3, 128, 128)).shape == (2, 32 * 42 * 42)
+    with pytest.raises(ValueError, match='width=0'): build_model('cnn10', (3, 128, 128), 2, width=0)
+    with pytest.raises(ValueError, match='width=8.0'): build_model('cnn10', (3, 128, 128), 2, width=8.0)
 
 
 @slow

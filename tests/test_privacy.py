@@ -96,3 +96,42 @@ def test_the_differentiable_mg_upload_is_what_the_client_uploads():
 def test_a_wrong_mg_upload_is_not_what_the_client_uploads(wrong):
     up, rel = _uploads_and_map()
     assert rel(up(**wrong)) > 1e-2
+
+
+# ---- Figure C.4's attack on CT scans: the paper-scale path, on a few small files in COVID-CT's layout
+
+def _tiny_covidct(root, n_covid=4, n_non=2):
+    "A COVID-CT folder of a few solid-shade PNGs (two sources), in the public repository's layout."
+    import numpy as np, pandas as pd
+    from PIL import Image
+    d = root / 'COVID-CT'
+    names = {('COVID', 'train'): [f'c{i}.png' for i in range(n_covid)], ('NonCOVID', 'train'): [f'n{i}.png' for i in range(n_non)],
+             ('COVID', 'val'): ['cv.png'], ('NonCOVID', 'val'): ['nv.png'], ('COVID', 'test'): ['ct.png'], ('NonCOVID', 'test'): ['nt.png']}
+    rng = np.random.default_rng(0)
+    for (k, s), files in names.items():
+        (d / 'Images-processed' / f'CT_{k}').mkdir(parents=True, exist_ok=True)
+        (d / 'Data-split' / k).mkdir(parents=True, exist_ok=True)
+        for f in files:
+            Image.fromarray(rng.integers(0, 256, (150, 140, 3), dtype=np.uint8)).save(d / 'Images-processed' / f'CT_{k}' / f)
+        (d / 'Data-split' / k / f'{s}CT_{k}.txt').write_text('\n'.join(files) + '\n')
+    covid = names[('COVID', 'train')] + ['cv.png', 'ct.png']
+    pd.DataFrame({'File name': covid, 'Source': ['A' if i % 2 else 'B' for i in range(len(covid))]}).to_csv(d / 'COVID-CT-MetaInfo.csv', index=False)
+    return root
+
+
+def test_the_ct_attack_runs_the_paper_path_on_small_files(tmp_path):
+    from fedrepro.privacy import fedreg_attack, INVERSION
+    from fedrepro.fedreg import CT_CNN
+    root = _tiny_covidct(tmp_path)
+    small = dict(model_params={'width': 2}, num_clients=2, clients_per_round=2)          # the paper's network at width 2, the files' two sources
+    scores, rec, true = fedreg_attack(CT_CNN, 'paper', 0, images=0, at_round=1, iters=2, data_root=str(root), indices=[4, 1, 2], chunk=2, **small)
+    assert INVERSION[CT_CNN] == ('l2', 1e-8)
+    assert true.shape == (3, 3, 128, 128) and rec['FedAvg', math.nan].shape == true.shape and rec['FedReg with MG', math.nan].shape == true.shape
+    assert scores['image'].tolist() == [4, 1, 2] * 2 and list(dict.fromkeys(scores['method'])) == ['FedAvg', 'FedReg with MG']
+    assert scores[['psnr', 'ssim']].notna().all().all()
+    with pytest.raises(ValueError, match=r'indices=\[9\] is not allowed: distinct training-image indices in 0\.\.5'):
+        fedreg_attack(CT_CNN, 'paper', 0, at_round=1, iters=1, data_root=str(root), indices=[9], **small)
+    with pytest.raises(ValueError, match='chunk=0 is not allowed'):
+        fedreg_attack(CT_CNN, 'paper', 0, data_root=str(root), chunk=0, **small)
+    with pytest.raises(FileNotFoundError, match='covidct'):                                # no data: where to put it
+        fedreg_attack(CT_CNN, 'paper', 0, data_root=str(tmp_path / 'nowhere'), **small)
