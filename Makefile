@@ -14,9 +14,9 @@ $(STAMP): settings.ini setup.py
 	touch $(STAMP)
 
 # the default reproduction jobs on embedded data, then the book, whose report chapter is judged on what they wrote (and on the
-# committed mini runs for every other artefact). From an empty repro_out on 2 cores (2026-11-24, an AMD EPYC Zen 4): Table 1 at
-# mini 13.9 min, the quickstart 14 s (its runs are Table 1's, so it goes second), Figure 1 4.1 min, the book 27 s: 19.0 min,
-# plus about 2 min to set up .venv
+# committed mini runs for every other artefact). From an empty repro_out on 2 cores (2026-11-25, an AMD EPYC Zen 4, a fresh
+# clone whose .venv make test had set up): Table 1 at mini 7.8 min, the quickstart 6 s (its runs are Table 1's, so it goes
+# second), Figure 1 2.2 min, the book with its report about 0.8 min: 10.9 min, plus about 3 min to set up .venv
 REPRO ?= fedreg_table1 quickstart fedreg_figure1
 repro: $(STAMP)
 	for job in $(REPRO); do OMP_NUM_THREADS=1 $(BIN)/fedrepro reproduce $$job --scale $(SCALE) --out repro_out || exit 1; done
