@@ -15,10 +15,10 @@ from .repro import Paper, Setting, Claim, Compare, Band, Never, Elsewhere, Exact
 
 # %% auto #0
 __all__ = ['FEDSSD_METHODS', 'PAPER_DATA', 'STRENGTHS', 'AUX', 'ALPHAS', 'ABLATION', 'MINI_DATA', 'MINI_ROUNDS',
-           'MINI_LOCAL_STEPS', 'SWEEP_LRS', 'MINI_LR', 'FEDSSD_SETTINGS', 'TABLE1_SETTINGS', 'LOCAL_METRICS',
-           'CLASS_METRICS', 'BASELINES', 'TABLE2_SETTINGS', 'FEDSSD_CLAIMS', 'FEDSSD', 'class_credibility',
-           'sample_credibility', 'ssd_mask', 'ssd_loss', 'kl_distillation', 'FedSSD', 'paper_methods', 'fedssd_cells',
-           'mask_cells', 'local_cells', 'majority_classes', 'class_gap_cells']
+           'MINI_LOCAL_STEPS', 'SWEEP_LRS', 'MINI_LR', 'MOON_MUS', 'MINI_MOON_MU', 'FEDSSD_SETTINGS', 'TABLE1_SETTINGS',
+           'LOCAL_METRICS', 'CLASS_METRICS', 'BASELINES', 'TABLE2_SETTINGS', 'FEDSSD_CLAIMS', 'FEDSSD',
+           'class_credibility', 'sample_credibility', 'ssd_mask', 'ssd_loss', 'kl_distillation', 'FedSSD',
+           'paper_methods', 'fedssd_cells', 'mask_cells', 'local_cells', 'majority_classes', 'class_gap_cells']
 
 # %% ../nbs/14_fedssd.ipynb #b91777b6
 def class_credibility(A: torch.Tensor) -> torch.Tensor:
@@ -131,6 +131,8 @@ MINI_DATA = {'CIFAR-10': ('digits', "scikit-learn's 1,797 handwritten digits at 
 MINI_ROUNDS, MINI_LOCAL_STEPS = 15, 5
 SWEEP_LRS = (0.01, 0.03, 0.1)                   # mini's lr sweep: the paper's rate and two half-decades above
 MINI_LR = 0.1                                     # `mini_lr` of that sweep on `SWEEP_SEEDS`, for every method
+MOON_MUS = (5.0, 1.0, 0.1)                        # MOON's own μ grid (its paper: 0.1, 1, 5, 10) at and below FedSSD's 5 for CIFAR-10
+MINI_MOON_MU = {'CIFAR-10': 1.0}                  # `moon_mu` of that grid on `SWEEP_SEEDS` at mini's rate: at μ = 5 MOON did not learn on one
 
 def paper_methods(data: str) -> dict:
     "Each method's own config fields in the paper's runs on `data` (Section 5.1 and our readings)."
@@ -148,9 +150,12 @@ def _mini(data: str, local_epochs: int = 10) -> tuple:
     steps = max(1, round(MINI_LOCAL_STEPS * local_epochs / 10))
     lr = MINI_LR
     mini = dict(dataset=small, model='lenet', model_params={}, rounds=MINI_ROUNDS, local_steps=steps, lr=lr)
+    if data in MINI_MOON_MU: mini['methods'] = {'MOON': {'params': {'mu': MINI_MOON_MU[data]}}}
     why = (f'{MINI_ROUNDS} rounds of {steps} local steps of 64 (the paper: 100 rounds of {local_epochs} epochs, hundreds of steps a round), '
            f'so that the FedSSD set fits minutes on two cores; lr {lr:g} for every method (the paper: 0.01), '
-           f"the rate at which the most runs learned without diverging on seeds {', '.join(map(str, SWEEP_SEEDS))} (`mini_lr`)")
+           f"the rate at which the most runs learned without diverging on seeds {', '.join(map(str, SWEEP_SEEDS))} (`mini_lr`)"
+           + (f'; MOON at μ = {MINI_MOON_MU[data]:g} (the paper: {STRENGTHS[data]["moon"]:g}), the largest of MOON\'s own grid at which it learned on '
+              'every one of those seeds (`moon_mu`): at the paper\'s μ its contrastive term kept it at chance' if data in MINI_MOON_MU else ''))
     return mini, stand_in, why
 
 def _setting(data: str, methods: dict | None = None, **changes) -> Setting:
