@@ -19,7 +19,7 @@ $(STAMP): settings.ini setup.py
 # second), Figure 1 2.2 min, the book with its report about 0.8 min: 10.9 min, plus about 3 min to set up .venv
 REPRO ?= fedreg_table1 quickstart fedreg_figure1
 repro: $(STAMP)
-	for job in $(REPRO); do OMP_NUM_THREADS=1 $(BIN)/fedrepro reproduce $$job --scale $(SCALE) --out repro_out || exit 1; done
+	OMP_NUM_THREADS=1 $(BIN)/fedrepro reproduce $(REPRO) --scale $(SCALE) --out repro_out
 	$(BIN)/fedrepro book --results repro_out
 
 # fedrepro/ must equal what the notebooks export, notebooks must be clean, then every test

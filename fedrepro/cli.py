@@ -13,8 +13,8 @@ from .config import ExperimentConfig, model_options
 from .runner import run
 
 # %% auto #0
-__all__ = ['SCALES', 'config_from_args', 'repro_dir', 'reproductions', 'job_parameters', 'all_or_nothing', 'quiet_kernel',
-           'reproduce', 'list_all', 'main']
+__all__ = ['SCALES', 'config_from_args', 'repro_dir', 'reproductions', 'job_parameters', 'all_or_nothing', 'quiet_kernel', 'jobs',
+           'check_job', 'in_own_process', 'reproduce', 'list_all', 'main']
 
 # %% ../nbs/07_cli.ipynb #cb3a1693
 _TYPES = {'int': int, 'float': float, 'str': str, 'int | None': int, 'float | None': float, 'bool': lambda s: _parse_bool(s)}
@@ -155,18 +155,39 @@ def quiet_kernel() -> dict:
         def _transport(self): return 'ipc'
     return {'kernel_manager_class': LocalSocketKernelManager}
 
+def jobs(names) -> list[str]:
+    "The reproduction notebooks `names` ask for, in order and once each: a notebook's name, or a paper's key for all its artefacts in the order the paper declares them."
+    known, out = reproductions(), []
+    for n in names:
+        if n in known: out.append(n); continue
+        from fedrepro.core import PAPERS                                      # imports every paper: only for a name that is not a notebook
+        check(n in PAPERS, 'reproduction', n, f'one of {known}, or a paper for all its artefacts: one of {list(PAPERS)}')
+        out += [a for a in PAPERS[n].artefacts if a in known]
+    return list(dict.fromkeys(out))
+
+def check_job(name: str, scale: str = 'mini', device: str = 'auto', extra: dict | None = None):
+    "Refuse, before any kernel starts, a job `name` that does not exist, a scale, a device this machine lacks, or an `extra` parameter the notebook does not have."
+    check(name in reproductions(), 'reproduction', name, f'one of {reproductions()}')
+    check(scale in SCALES, 'scale', scale, f'one of {list(SCALES)}')
+    get_device(device)
+    extra, own = extra or {}, job_parameters(name) if extra else []      # inspected once, and only when asked
+    for k in extra: check(k in own, 'parameter', k, f'one of {own} (the parameters of {name} beyond --scale, --seeds, --device, --data-root, --out)')
+    if 'backend' in extra:
+        from fedrepro.results import check_backend
+        check_backend(extra['backend'])
+
+def in_own_process(fn, *args, **kw):
+    "`fn(*args, **kw)` in a fresh Python process: one job's kernel manager and event loop leave nothing (pending zmq tasks, warnings at their collection) to the next job's."
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(1, mp_context=mp.get_context('spawn')) as pool: return pool.submit(fn, *args, **kw).result()
+
 def reproduce(name: str, scale: str = 'mini', out='repro_out', seeds=None, device: str = 'auto', data_root: str = 'data', progress: bool = True,
               extra: dict | None = None) -> Path:
     "Execute reproduction notebook `name` at `scale` with papermill, `extra` setting its own parameters; returns the executed notebook's path in `out`."
     import papermill as pm
-    check(name in reproductions(), 'reproduction', name, f'one of {reproductions()}')
-    check(scale in SCALES, 'scale', scale, f'one of {list(SCALES)}')
-    get_device(device)                                                    # refused here, before a kernel starts
-    extra, own = extra or {}, job_parameters(name) if extra else []      # inspected once, and only when asked
-    for k in extra: check(k in own, 'parameter', k, f'one of {own} (the parameters of {name} beyond --scale, --seeds, --device, --data-root, --out)')
-    if 'backend' in extra:                                                # also refused before a kernel starts
-        from fedrepro.results import check_backend
-        check_backend(extra['backend'])
+    check_job(name, scale, device, extra)
+    extra = extra or {}
     out = Path(out).resolve(); out.mkdir(parents=True, exist_ok=True)
     params = dict(scale=scale, device=device, data_root=str(Path(data_root).resolve()), out_dir=str(out), **extra)
     if seeds is not None: params['seeds'] = list(seeds)
@@ -194,8 +215,8 @@ def main(argv=None):
     sub = parser.add_subparsers(dest='command', required=True)
     _run_parser(sub)
     sub.add_parser('list', help='list datasets, partitions, models, algorithms and reproductions')
-    r = sub.add_parser('reproduce', help='run a reproduction notebook with papermill')
-    r.add_argument('name')
+    r = sub.add_parser('reproduce', help='run reproduction notebooks with papermill')
+    r.add_argument('names', nargs='+', metavar='name', help='a reproduction notebook (fedrepro list names them), or a paper for all its artefacts')
     r.add_argument('--scale', default='mini', choices=SCALES)
     r.add_argument('--out', default='repro_out')
     r.add_argument('--seeds', type=_seed_list, default=None, help='comma-separated, e.g. 0,1,2')
@@ -212,9 +233,14 @@ def main(argv=None):
             from fedrepro.book import build_book
             print(f'book: {build_book(results=args.results, quarto=args.quarto) / "index.html"}')
         elif args.command == 'reproduce':
-            t0 = time.perf_counter()
-            path = reproduce(args.name, args.scale, args.out, args.seeds, args.device, args.data_root, extra=_key_values(args.set))
-            print(f'{path}\n{args.name} at {args.scale}: {(time.perf_counter() - t0) / 60:.1f} min')
+            todo, extra, start = jobs(args.names), _key_values(args.set), time.perf_counter()
+            for name in todo: check_job(name, args.scale, args.device, extra)      # all refused before the first starts
+            for name in todo:
+                t0 = time.perf_counter()
+                path = (in_own_process if len(todo) > 1 else lambda f, *a, **k: f(*a, **k))(
+                    reproduce, name, args.scale, args.out, args.seeds, args.device, args.data_root, extra=extra)
+                print(f'{path}\n{name} at {args.scale}: {(time.perf_counter() - t0) / 60:.1f} min', flush=True)
+            if len(todo) > 1: print(f'{len(todo)} jobs at {args.scale}: {(time.perf_counter() - start) / 60:.1f} min')
         else:
             res = run(config_from_args(args), args.out, progress=not args.no_progress, keep_diverged=args.keep_diverged,
                       allow_code_change=args.allow_code_change)
