@@ -9,15 +9,16 @@ from pathlib import Path
 import numpy as np, pandas as pd, torch
 import torch.nn.functional as F
 import fedrepro
-from .core import derive_seed
+from .core import derive_seed, check
 from .config import ExperimentConfig
-from .engine import Federation, sample_clients, evaluate, _sync
+from .engine import Federation, sample_clients, _sync
 from .results import first_round
+from .runner import _local_means
 
 # %% auto #0
 __all__ = ['best_accuracy', 'final_accuracy', 'best_within', 'mean_curve', 'r_a', 't_reach', 'fmt_rounds', 'communication_cost',
            'predict', 'confusion_matrix', 'per_class_accuracy', 'round_with_locals', 'client_losses',
-           'forgetting_curve', 'local_model_accuracy', 'local_accuracy_curve']
+           'forgetting_curve', 'local_accuracy_curve']
 
 # %% ../nbs/05c_metrics.ipynb #0e2ab891
 def _evaluated(m: pd.DataFrame) -> pd.DataFrame:
@@ -121,21 +122,16 @@ def forgetting_curve(fed: Federation | ExperimentConfig, rounds: int, on: str = 
     return pd.DataFrame(rows, columns=['round', 'client', 'loss_prev', 'loss_local'])
 
 # %% ../nbs/05c_metrics.ipynb #2c21920d
-def local_model_accuracy(fed: Federation, states) -> float:
-    "The mean test accuracy of the flat models `states` (a round's local models)."
-    accs = []
-    for s in states:
-        fed.fm.load_(s)
-        accs.append(evaluate(fed.fm.model, fed.data.x_test, fed.data.y_test, fed.cfg.eval_batch_size, fed.data.prepare)['test_acc'])
-    return float(np.mean(accs))
-
 def local_accuracy_curve(fed: Federation | ExperimentConfig, rounds: int) -> pd.DataFrame:
-    "Per round: the starting global model's accuracy, the mean accuracy of the local models, and the new global model's."
-    fed = fed if isinstance(fed, Federation) else Federation(fed)
-    rows = []
+    "Per round $t=1..$`rounds`: the test accuracy of the global model the round started from (`start_acc`), the unweighted mean test accuracy of the round's local models as the engine's `eval_local` measures them (`local_acc`, as in `metrics.csv`), and the new global model's (`test_acc`)."
+    if not isinstance(fed, Federation): fed = Federation(fed.replace(eval_local=True, eval_every=1))
+    check(fed.cfg.eval_local, 'eval_local', fed.cfg.eval_local, "True (local_accuracy_curve reads the engine's evaluation of the local models)")
+    check(all(fed.evaluates(t) for t in range(1, rounds + 1)), 'eval_every', fed.cfg.eval_every,
+          f'1 (local_accuracy_curve needs rounds 1..{rounds} evaluated)')
+    rows, acc = [], fed.evaluate()['test_acc']
     for t in range(1, rounds + 1):
-        start = local_model_accuracy(fed, [fed.algo.x])
-        r = round_with_locals(fed, t)
-        rows.append(dict(round=t, start_acc=start, local_acc=local_model_accuracy(fed, r['local_states']),
-                         test_acc=local_model_accuracy(fed, [fed.algo.x])))
-    return pd.DataFrame(rows)
+        r = fed.round(t)
+        row = dict(round=t, start_acc=acc, local_acc=_local_means(r)['local_acc'])
+        acc = fed.evaluate()['test_acc']                 # the aggregated model: the next round starts from it
+        rows.append({**row, 'test_acc': acc})
+    return pd.DataFrame(rows, columns=['round', 'start_acc', 'local_acc', 'test_acc'])

@@ -9,7 +9,7 @@ from fedrepro.data import FedData
 from fedrepro.engine import Algorithm, Federation, sample_clients
 from fedrepro.metrics import (best_accuracy, final_accuracy, best_within, mean_curve, r_a, t_reach, fmt_rounds, communication_cost,
                               confusion_matrix, per_class_accuracy, round_with_locals, client_losses, forgetting_curve,
-                              local_model_accuracy, local_accuracy_curve)
+                              local_accuracy_curve)
 
 
 def curve(accs, rounds=None, **cols):
@@ -172,15 +172,27 @@ def test_instrumented_rounds_leave_the_run_unchanged(algorithm, weighting):
         torch.testing.assert_close(tracked.algo.x, torch.stack(r['local_states']).mean(0))
 
 
-def test_local_model_accuracy():
-    cfg = ExperimentConfig(model='mlp', num_clients=10, clients_per_round=3, lr=0.05, batch_size=25, device='cpu')
-    fed = Federation(cfg)
-    assert local_model_accuracy(fed, [fed.algo.x]) == fed.evaluate()['test_acc']
-    lc = local_accuracy_curve(cfg, 2)
+def test_local_accuracy_curve():
+    "local_acc is the unweighted mean of each local model's test accuracy, computed here by hand from the local states; the globals match a plain run."
+    cfg = ExperimentConfig(model='mlp', num_clients=10, clients_per_round=3, lr=0.05, batch_size=25, partition='dirichlet', device='cpu')
+    lc = local_accuracy_curve(cfg, 3)       # dirichlet: clients of unequal sizes, so a mean weighted by size would differ
+    assert lc.columns.tolist() == ['round', 'start_acc', 'local_acc', 'test_acc'] and lc['round'].tolist() == [1, 2, 3]
     ref = Federation(cfg)
-    ref.round(1); ref.round(2)
-    assert lc['test_acc'].iloc[-1] == ref.evaluate()['test_acc']
-    assert lc['start_acc'].iloc[1] == lc['test_acc'].iloc[0]
-    r = round_with_locals(ref, 3)
-    accs = [local_model_accuracy(ref, [s]) for s in r['local_states']]
-    assert local_model_accuracy(ref, r['local_states']) == pytest.approx(np.mean(accs))
+    assert lc['start_acc'].iloc[0] == ref.evaluate()['test_acc']
+    for t in (1, 2, 3):
+        r = round_with_locals(ref, t)
+        hand = []
+        for s in r['local_states']:
+            ref.fm.load_(s); ref.fm.model.eval()
+            with torch.inference_mode():
+                pred = torch.cat([ref.fm.model(ref.data.prepare(xb)).argmax(1) for xb in ref.data.x_test.split(cfg.eval_batch_size)])
+            hand.append((pred == ref.data.y_test).sum().item() / len(ref.data.y_test))
+        assert len(set(hand)) > 1
+        assert lc['local_acc'].iloc[t - 1] == float(np.mean(hand))
+        assert lc['test_acc'].iloc[t - 1] == ref.evaluate()['test_acc']
+    assert lc['start_acc'].iloc[1:].tolist() == lc['test_acc'].iloc[:-1].tolist()
+    # a Federation is read as it is: it must evaluate the local models at every round asked for
+    with pytest.raises(ValueError, match='eval_local'): local_accuracy_curve(Federation(cfg), 1)
+    with pytest.raises(ValueError, match='eval_every'): local_accuracy_curve(Federation(cfg.replace(eval_local=True, eval_every=2)), 1)
+    fed = Federation(cfg.replace(eval_local=True))
+    assert local_accuracy_curve(fed, 2).equals(lc.iloc[:2])
