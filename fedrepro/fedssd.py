@@ -17,8 +17,9 @@ from .repro import Paper, Setting, Claim, Compare, Band, Never, Elsewhere, Exact
 __all__ = ['FEDSSD_METHODS', 'PAPER_DATA', 'STRENGTHS', 'AUX', 'ALPHAS', 'ABLATION', 'MINI_DATA', 'MINI_ROUNDS',
            'MINI_LOCAL_STEPS', 'SWEEP_LRS', 'MINI_LR', 'MOON_MUS', 'MINI_MOON_MU', 'FEDSSD_SETTINGS', 'TABLE1_SETTINGS',
            'LOCAL_METRICS', 'CLASS_METRICS', 'BASELINES', 'TABLE2_SETTINGS', 'FEDSSD_CLAIMS', 'FEDSSD',
-           'class_credibility', 'sample_credibility', 'ssd_mask', 'ssd_loss', 'kl_distillation', 'FedSSD',
-           'paper_methods', 'fedssd_cells', 'mask_cells', 'local_cells', 'majority_classes', 'class_gap_cells']
+           'ONE_UPDATE_METRICS', 'class_credibility', 'sample_credibility', 'ssd_mask', 'ssd_loss', 'kl_distillation',
+           'FedSSD', 'paper_methods', 'fedssd_cells', 'mask_cells', 'local_cells', 'majority_classes',
+           'class_gap_cells', 'confusion', 'one_update', 'one_update_cells', 'figure4_client']
 
 # %% ../nbs/14_fedssd.ipynb #b91777b6
 def class_credibility(A: torch.Tensor) -> torch.Tensor:
@@ -305,8 +306,13 @@ FEDSSD_CLAIMS = [
                  "the client's majority classes, and their advantage over its other classes is larger under Dir(0.5) than under IID)",
           (Band('CIFAR-10', 'FedAvg', 'majority classes: local − global', lo=0),
            _higher('CIFAR-10', 'majority − other classes', 'FedAvg', 'FedAvg', setting_b='CIFAR-10 (IID)'))),
-    Claim('C15', "After one local update from the same global model FedAvg's local model forgets the client's rare classes and FedSSD's keeps "
-                 "the global model's accuracy on them (Figure 4)", (Elsewhere("Figure 4's single local updates from a checkpoint are not run here"),)),
+    Claim('C15', "After one local update from the same global model FedAvg's local model loses accuracy on the classes rare or absent in the client, "
+                 "while FedSSD's keeps the global model's accuracy on them and still improves on the client's local classes (Figure 4; read: every "
+                 "client of the round after a mid-training FedSSD checkpoint updates once with each loss; averaged over a client's rare classes, those "
+                 "not among its majority classes, then over the clients, FedAvg's local model falls below the global model, FedSSD's falls less and "
+                 "avoids more than half of FedAvg's drop, and on the client's majority classes FedSSD's local model gains)",
+          (Band('CIFAR-10', 'FedAvg', 'rare classes: local − global', hi=0), _higher('CIFAR-10', 'rare classes: local − global', 'FedSSD', 'FedAvg'),
+           Band('CIFAR-10', 'FedSSD', "rare classes: FedAvg's drop avoided", lo=0.5), Band('CIFAR-10', 'FedSSD', 'local classes: local − global', lo=0))),
     Claim('C16', "Theorem 1 is FedProx's Theorem 4 with μ → M_max L_f, μ̄ → M_max L_f + L_m, γ → η, L → L_F, K → S (Section 4.3)",
           (Exact("analytical: the FedSSD chapter's convergence section maps Theorem 1's ρ onto FedProx's Theorem 4 term by term; "
                  "the constants' inconsistencies (L_f against L_f², M_max against 2 M_max² L_f, the lemma's ½) are listed there",
@@ -326,6 +332,69 @@ FEDSSD = PAPERS.register('fedssd', Paper(
                'fedssd_figure9': 'Figure 9: final accuracy against the local epochs (E = 1, 5, 10, 20)',
                'fedssd_figure2': "Figure 2: the global model against the clients' local models per round, FedAvg in Table II's five partitions",
                'fedssd_figure3': "Figure 3: class-wise accuracy of the global and the local models, FedAvg under Dir(0.5) and IID",
-               'fedssd_figure7': "Figure 7 (bottom row): the clients' average local accuracy per round, every method, and Table I's local cells"},
+               'fedssd_figure7': "Figure 7 (bottom row): the clients' average local accuracy per round, every method, and Table I's local cells",
+               'fedssd_figure4': "Figure 4: one client's class histogram and the test confusion matrices of a mid-training FedSSD global model "
+                                 "and of the client's models after one local update from it with FedAvg's and with FedSSD's loss"},
     claims=FEDSSD_CLAIMS))
 
+
+# %% ../nbs/14_fedssd.ipynb #fe145119
+from .config import ExperimentConfig
+from .engine import Federation, ClientStore, sample_clients
+from .runner import run
+
+@torch.inference_mode()
+def confusion(model, data, batch_size: int = 256) -> np.ndarray:
+    "`model`'s row-normalised confusion matrix on `data`'s test set: rows the true class, columns the predicted one, each row summing to 1 (NaN for a class the test set lacks)."
+    mode = model.training
+    model.eval()
+    pred = torch.cat([model(data.prepare(xb)).argmax(1) for xb in data.x_test.split(batch_size)]).cpu()
+    model.train(mode)
+    K, y = data.num_classes, data.y_test.cpu()
+    counts = torch.bincount(y * K + pred, minlength=K * K).reshape(K, K).double().numpy()
+    with np.errstate(invalid='ignore'): return counts / counts.sum(1, keepdims=True)
+
+def one_update(cfg: ExperimentConfig, at: int | None = None, out='runs') -> dict:
+    """FedSSD's run `cfg` trained by the runner to round `at` (default: half its rounds), then every client of round `at` + 1 updated once
+    from that global model with FedSSD's loss (the round's $A^t$) and with FedAvg's, on the same batches: the test confusion matrices of the
+    global model and of each client's two local models, the clients' training samples per class, and the run's curve to `at`."""
+    at = cfg.rounds // 2 if at is None else at
+    check(cfg.algorithm == 'fedssd', 'algorithm', cfg.algorithm, "'fedssd': the checkpoint is a FedSSD run's")
+    check(1 <= at < cfg.rounds, 'at', at, f'a round from 1 to {cfg.rounds - 1}: the global model of a round before the last')
+    part = cfg.replace(rounds=at)                                   # the first `at` rounds of `cfg`: nothing in a round depends on the budget
+    r = run(part, out)
+    ckpt = torch.load(r.run_dir / 'checkpoint.pt', weights_only=False, map_location='cpu')
+    check(ckpt['round'] == at, 'at', at, f"a round the run reaches (it stopped at round {ckpt['round']}: {r.metrics['diverged'].iloc[-1] if 'diverged' in r.metrics else ''})")
+    fed = Federation(part, store=ClientStore())
+    fed.load_state_dict(ckpt['federation'])
+    avg = Federation(part.replace(algorithm='fedavg', params={}), data=fed.data, store=ClientStore())
+    t, down = at + 1, fed.algo.broadcast()
+    fed.fm.load_(fed.algo.x)
+    out_ = {'checkpoint': at, 'round': t, 'clients': sample_clients(cfg.num_clients, cfg.clients_per_round, cfg.seed, t).tolist(),
+            'global': confusion(fed.fm.model, fed.data), 'FedAvg': {}, 'FedSSD': {}, 'metrics': r.metrics,
+            'counts': np.stack([np.bincount(fed.data.y_train[idx].cpu().numpy(), minlength=fed.data.num_classes) for idx in fed.data.clients])}
+    for cid in out_['clients']:
+        for name, f in (('FedSSD', fed), ('FedAvg', avg)):
+            f.client_update(cid, t, down, f.store.get(cid))          # the engine's seeded local update; the model is left in `f.fm`
+            out_[name][cid] = confusion(f.fm.model, f.data)
+    return out_
+
+ONE_UPDATE_METRICS = ('rare classes: local − global', 'local classes: local − global', "rare classes: FedAvg's drop avoided")
+
+def one_update_cells(res: dict) -> list[dict]:
+    "Claim C15's cells of `one_update`'s result: per method, the local model's per-class accuracy less the global model's on each client's rare classes (not among its majority classes) and on its local (majority) classes, each a mean over the client's classes, then over the clients; and the share of FedAvg's rare-class drop FedSSD avoids."
+    g, out, rare = np.diag(res['global']), [], {}
+    for m in ('FedAvg', 'FedSSD'):
+        gaps = []
+        for cid in res['clients']:
+            d, maj = np.diag(res[m][cid]) - g, majority_classes(res['counts'][cid])
+            gaps.append((np.nanmean(d[~maj]) if (~maj).any() else math.nan, np.nanmean(d[maj])))
+        rare[m], local = np.nanmean(gaps, axis=0)
+        out += [dict(method=m, metric=ONE_UPDATE_METRICS[0], value=float(rare[m])), dict(method=m, metric=ONE_UPDATE_METRICS[1], value=float(local))]
+    drop = -rare['FedAvg']
+    if drop > 0: out.append(dict(method='FedSSD', metric=ONE_UPDATE_METRICS[2], value=float((rare['FedSSD'] - rare['FedAvg']) / drop)))
+    return out
+
+def figure4_client(res: dict) -> int:
+    "The client Figure 4 draws: of the round's clients, the one with the most rare classes (the fewest majority classes), the lowest id among equals."
+    return min(res['clients'], key=lambda c: (int(majority_classes(res['counts'][c]).sum()), c))
