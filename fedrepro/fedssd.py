@@ -161,8 +161,6 @@ def _mini(data: str, local_epochs: int = 10, num_clients: int = 10) -> tuple:
     mini = dict(dataset=small, model='lenet', model_params={}, rounds=rounds, local_steps=steps, lr=lr)
     if num_clients == 100:
         rate = f"{data}'s rate in Table I at mini, under which FedAvg learns on every sweep seed (`fedssd_participation_check.csv`)"
-    elif data == 'CIFAR-100':
-        rate = "the rate of TinyImageNet's sweep on the same stand-in (`mini_lr`; CIFAR-100's own 15-round sweep was not finished)"
     else:
         rate = f"the rate at which the most runs learned without diverging on seeds {', '.join(map(str, SWEEP_SEEDS))} (`mini_lr`)"
     why = (f'{rounds} rounds of {steps} local steps of 64 (the paper: {paper_rounds} rounds of {local_epochs} epochs, hundreds of steps a round), '
