@@ -11,7 +11,8 @@ from .core import check
 
 # %% auto #0
 __all__ = ['REPORT', 'KATEX_VERSION', 'REMOTE', 'project_root', 'process', 'execute_report', 'use_results', 'render',
-           'build_book', 'assets_dir', 'remote_assets', 'localise_assets', 'own_pages', 'localise_links']
+           'build_book', 'assets_dir', 'remote_assets', 'localise_assets', 'own_pages', 'localise_links',
+           'localise_search']
 
 # %% ../nbs/09_book.ipynb #e53b7248
 @contextmanager
@@ -106,6 +107,7 @@ def build_book(root=None, results=None, quarto: bool = False) -> Path:
     if not quarto:                              # smalldocs: the book reads offline (Quarto writes its own site_libs)
         localise_links(docs, _site_url(root), own_pages(proc))
         localise_assets(docs)
+        localise_search(docs)
     return docs
 
 # %% ../nbs/09_book.ipynb #a1f0c0e1
@@ -198,3 +200,24 @@ def _site_url(root: Path) -> str:
     cfg = configparser.ConfigParser(delimiters=['='], interpolation=None)
     cfg.read(root / 'settings.ini')
     return cfg['DEFAULT'].get('doc_host', '').rstrip('/') + cfg['DEFAULT'].get('doc_baseurl', '')
+
+# %% ../nbs/09_book.ipynb #3c582f00
+_FETCH_INDEX = '    try {\n      const r = await fetch(offset + "search.json");'     # smalldocs 0.5.4's search, site_libs/smalldocs.js
+_NO_INDEX = '} catch (e) { index = []; }'
+_FILE_SKIPS_FETCH = '    try {\n      if (location.protocol === "file:") throw new Error("a file:// page cannot fetch");   // fedrepro: search.js instead\n      const r = await fetch(offset + "search.json");'
+_INDEX_SCRIPT = ('} catch (e) { index = await new Promise((done) => { const s = document.createElement("script"); s.src = offset + "search.js"; '
+                 's.onload = () => done(window.smalldocsSearchIndex || []); s.onerror = () => done([]); document.head.appendChild(s); }); }')
+
+def localise_search(docs) -> bool:
+    "Give the book `docs` a search that works from `file://`: its index `search.json` also as `search.js`, which smalldocs' search loads there instead of fetching; False where the book has no search index."
+    docs = Path(docs)
+    index, js = docs / 'search.json', docs / 'site_libs' / 'smalldocs.js'
+    if not index.is_file(): return False
+    text = js.read_text(encoding='utf-8')
+    if _INDEX_SCRIPT not in text:
+        if _FETCH_INDEX not in text or _NO_INDEX not in text:
+            raise RuntimeError(f"{js}: its search does not fetch search.json as fedrepro.book.localise_search expects (smalldocs changed?), "
+                               "so the book's search would find nothing offline; update the patch")
+        js.write_text(text.replace(_FETCH_INDEX, _FILE_SKIPS_FETCH, 1).replace(_NO_INDEX, _INDEX_SCRIPT, 1), encoding='utf-8')
+    (docs / 'search.js').write_text('window.smalldocsSearchIndex = ' + index.read_text(encoding='utf-8').strip() + ';\n', encoding='utf-8')
+    return True

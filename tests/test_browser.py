@@ -201,3 +201,19 @@ def test_every_page_in_the_browser(site, browser, artifacts):
     assert with_figures, "no page shows a figure"
     artifacts.append(f"browser: {len(pages)} pages checked in {time.monotonic() - start:.0f} s "
                      f"({with_math} with maths typeset, {with_figures} with figures shown), no request left the machine")
+
+
+def test_search_works_offline(site, browser):
+    "The search box of a page opened from disk finds pages (its index comes as search.js where a file:// page cannot fetch search.json), and its first result opens a page of the book."
+    browser.visit(site / "14_fedssd.html")
+    box = browser.page.locator(".smalldocs-search input").first
+    box.click()
+    box.type("credibility matrix")
+    first = browser.page.locator(".smalldocs-search-results a.search-result").first
+    first.wait_for(timeout=10_000)
+    assert browser.page.locator(".smalldocs-search-results a.search-result").count() > 1
+    first.click()
+    browser.page.wait_for_load_state("load")
+    target = Path(unquote(urlsplit(browser.page.url).path))
+    assert target.is_file() and site.resolve() in target.resolve().parents, browser.page.url
+    assert not browser.console and not browser.failed and not browser.off_machine, (browser.console, browser.failed, browser.off_machine)
