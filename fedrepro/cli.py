@@ -14,7 +14,7 @@ from .runner import run
 
 # %% auto #0
 __all__ = ['SCALES', 'config_from_args', 'repro_dir', 'reproductions', 'job_parameters', 'all_or_nothing', 'quiet_kernel', 'jobs',
-           'check_job', 'in_own_process', 'reproduce', 'list_all', 'main']
+           'check_job', 'reproduce', 'list_all', 'main']
 
 # %% ../nbs/07_cli.ipynb #cb3a1693
 _TYPES = {'int': int, 'float': float, 'str': str, 'int | None': int, 'float | None': float, 'bool': lambda s: _parse_bool(s)}
@@ -176,12 +176,6 @@ def check_job(name: str, scale: str = 'mini', device: str = 'auto', extra: dict 
         from fedrepro.results import check_backend
         check_backend(extra['backend'])
 
-def in_own_process(fn, *args, **kw):
-    "`fn(*args, **kw)` in a fresh Python process: one job's kernel manager and event loop leave nothing (pending zmq tasks, warnings at their collection) to the next job's."
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-    with ProcessPoolExecutor(1, mp_context=mp.get_context('spawn')) as pool: return pool.submit(fn, *args, **kw).result()
-
 def reproduce(name: str, scale: str = 'mini', out='repro_out', seeds=None, device: str = 'auto', data_root: str = 'data', progress: bool = True,
               extra: dict | None = None) -> Path:
     "Execute reproduction notebook `name` at `scale` with papermill, `extra` setting its own parameters; returns the executed notebook's path in `out`."
@@ -237,8 +231,7 @@ def main(argv=None):
             for name in todo: check_job(name, args.scale, args.device, extra)      # all refused before the first starts
             for name in todo:
                 t0 = time.perf_counter()
-                path = (in_own_process if len(todo) > 1 else lambda f, *a, **k: f(*a, **k))(
-                    reproduce, name, args.scale, args.out, args.seeds, args.device, args.data_root, extra=extra)
+                path = reproduce(name, args.scale, args.out, args.seeds, args.device, args.data_root, extra=extra)
                 print(f'{path}\n{name} at {args.scale}: {(time.perf_counter() - t0) / 60:.1f} min', flush=True)
             if len(todo) > 1: print(f'{len(todo)} jobs at {args.scale}: {(time.perf_counter() - start) / 60:.1f} min')
         else:

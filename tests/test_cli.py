@@ -65,12 +65,10 @@ def test_reproduce_reports_a_failing_notebook_in_one_line_and_keeps_the_previous
 
 
 def test_reproduce_is_quiet_one_progress_bar_and_no_kernel_warnings(tmp_path):
-    "What a job prints is its progress bar, its notebook and its minutes (two jobs: then their total): no warning a user cannot act on (ipykernel's 'running over TCP without encryption' among them)."
-    p = fedrepro('reproduce', 'fedssd_figure6', 'quickstart', '--scale', 'smoke', '--out', str(tmp_path))
+    "What a job prints is its progress bar, its notebook and its minutes: no warning a user cannot act on (ipykernel's 'running over TCP without encryption' among them)."
+    p = fedrepro('reproduce', 'fedssd_figure6', '--scale', 'smoke', '--out', str(tmp_path))
     assert p.returncode == 0, p.stderr
     lines = [l for l in p.stderr.replace('\r', '\n').splitlines() if l.strip()]
     bar = re.compile(r'Executing: +\d+%\|[^|]*\| \d+/\d+ \[[^\]]*\]')     # one tqdm bar, redrawn; nothing after it on a line
     assert lines and all(bar.fullmatch(l) for l in lines), [l for l in lines if not bar.fullmatch(l)]
-    assert lines[-1].startswith('Executing: 100%')
-    out = p.stdout.splitlines()
-    assert [l.split(':')[0] for l in out if ' at smoke: ' in l] == ['fedssd_figure6 at smoke', 'quickstart at smoke', '2 jobs at smoke'], out
+    assert lines[-1].startswith('Executing: 100%') and p.stdout.splitlines()[-1].startswith('fedssd_figure6 at smoke:')
