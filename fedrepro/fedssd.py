@@ -162,7 +162,6 @@ def _mini(data: str, local_epochs: int = 10, num_clients: int = 10) -> tuple:
     rounds = math.ceil(MINI_ROUNDS * paper_rounds / 100)
     lr = MINI_LRS[data]
     mini = dict(dataset=small, model='lenet', model_params={}, rounds=rounds, local_steps=steps, lr=lr)
-    if data in MINI_MOON_MU: mini['methods'] = {'MOON': {'params': {'mu': MINI_MOON_MU[data]}}}
     if num_clients == 100:
         rate = f"{data}'s rate in Table I at mini, under which FedAvg learns on every sweep seed (`fedssd_participation_check.csv`)"
     else:
@@ -170,6 +169,7 @@ def _mini(data: str, local_epochs: int = 10, num_clients: int = 10) -> tuple:
     why = (f'{rounds} rounds of {steps} local steps of 64 (the paper: {paper_rounds} rounds of {local_epochs} epochs, hundreds of steps a round), '
            f'so that the FedSSD set fits minutes on two cores; lr {lr:g} for every method (the paper: 0.01), {rate}')
     if data in MINI_MOON_MU:
+        mini['methods'] = {'MOON': {'params': {'mu': MINI_MOON_MU[data]}}}
         why += (f'; MOON at μ = {MINI_MOON_MU[data]:g} (the paper: {STRENGTHS[data]["moon"]:g}), the largest of MOON\'s own grid at which it '
                 'learned on every sweep seed on Table I\'s stand-in (`moon_mu`): at the paper\'s μ its contrastive term kept it at chance')
     if small == 'digits-domains-40': why += "; the LeNet for ResNet-50, as FedGG's CIFAR-100 stand-in has it"
@@ -365,17 +365,11 @@ FEDSSD = PAPERS.register('fedssd', Paper(
 from .config import ExperimentConfig
 from .engine import Federation, ClientStore, sample_clients
 from .runner import run
+from .metrics import confusion_matrix as class_confusion     # sklearn's confusion_matrix is another name in this chapter
 
-@torch.inference_mode()
-def confusion(model, data, batch_size: int = 256) -> np.ndarray:
-    "`model`'s row-normalised confusion matrix on `data`'s test set: rows the true class, columns the predicted one, each row summing to 1 (NaN for a class the test set lacks)."
-    mode = model.training
-    model.eval()
-    pred = torch.cat([model(data.prepare(xb)).argmax(1) for xb in data.x_test.split(batch_size)]).cpu()
-    model.train(mode)
-    K, y = data.num_classes, data.y_test.cpu()
-    counts = torch.bincount(y * K + pred, minlength=K * K).reshape(K, K).double().numpy()
-    with np.errstate(invalid='ignore'): return counts / counts.sum(1, keepdims=True)
+def confusion(model, data) -> np.ndarray:
+    "`model`'s row-normalised confusion matrix on `data`'s test set (`metrics.confusion_matrix`): rows the true class, columns the predicted one, each row summing to 1 (NaN for a class the test set lacks)."
+    return class_confusion(model, data.x_test, data.y_test, data.num_classes, data.prepare, batch_size=256)
 
 def one_update(cfg: ExperimentConfig, at: int | None = None, out='runs') -> dict:
     """FedSSD's run `cfg` trained by the runner to round `at` (default: half its rounds), then every client of round `at` + 1 updated once

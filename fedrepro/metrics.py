@@ -66,6 +66,7 @@ def communication_cost(m: pd.DataFrame, target: float, clients_per_round: int, u
 
 # %% ../nbs/05c_metrics.ipynb #39032108
 @torch.inference_mode()
+@torch.no_grad()
 def predict(model, x: torch.Tensor, prepare=None, batch_size: int = 4096) -> torch.Tensor:
     "The predicted class of every sample of `x`, in batches, in eval mode."
     model.eval()
