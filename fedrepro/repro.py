@@ -71,8 +71,10 @@ class Paper:
             small.update(small.pop('methods', {}).get(method, {}))
             div = small.pop('epochs_divisor', 1)
             small['local_epochs'] = max(1, round(fields.get('local_epochs', 1) / div))
-            for k in ('partition_params', 'model_params', 'params'):
-                if k in small: small[k] = {**fields.get(k, {}), **small[k]}
+            for k, owner in (('partition_params', 'partition'), ('model_params', 'model'), ('params', 'algorithm')):
+                same = small.get(owner, fields.get(owner)) == fields.get(owner)      # a new partition or model starts from its own defaults
+                if k in small and same: small[k] = {**fields.get(k, {}), **small[k]}
+                elif not same: small.setdefault(k, {})
             fields.update(small)
         return ExperimentConfig(**{**fields, **overrides})
 

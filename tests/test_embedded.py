@@ -19,9 +19,10 @@ def _digest(tensors) -> str:
 
 
 def _all_digest() -> str:
-    d, r = load_digits28(), load_digit_domains()
+    d, r, s = load_digits28(), load_digit_domains(), emb.load_mnist_stamped()
     return _digest([d.x_train, d.y_train, d.x_test, d.y_test, r.x_train, r.y_train, r.x_test, r.y_test,
-                    torch.from_numpy(r.groups_train['domain']), torch.from_numpy(r.groups_test['domain'])])
+                    torch.from_numpy(r.groups_train['domain']), torch.from_numpy(r.groups_test['domain']),
+                    s.x_train, s.y_train, s.x_test, s.y_test, torch.from_numpy(s.groups_train['date'])])
 
 
 @pytest.fixture(scope='module')
@@ -143,3 +144,21 @@ def test_mnist5k_is_mlxtends_mnist_data_exactly():
     X0, y0 = mnist_data()
     assert np.array_equal(X.reshape(len(X), -1), X0) and np.array_equal(y, y0) and X.dtype == np.uint8
     assert sorted(np.concatenate([train, test]).tolist()) == list(range(5000))
+
+
+def test_mnist_stamped_draws_each_date_where_it_says():
+    "The stand-in for CT scans: mnist5k at 32×32 with each image's date in the upper-right corner, its pixels those of the date's glyphs, labelled by the digit's half."
+    st, m5 = emb.load_mnist_stamped(), DATASETS['mnist5k'].load(None)
+    spec = DATASETS['mnist-stamped']
+    assert (spec.num_classes, spec.input_shape, spec.embedded) == (2, (1, 32, 32), True) and 'not CT' in spec.source
+    assert torch.equal(st.y_test, (m5.y_test >= 5).long())
+    rows, cols = emb.STAMP_BOX
+    for i in (0, 17, 3999):
+        date = f"{st.groups_train['date'][i]:06d}"
+        want = emb.stamp_masks(np.array([[int(c) for c in date]]))[0]
+        box = st.x_train[i, 0, emb.STAMP_TOP:emb.STAMP_TOP + 5, 32 - emb.STAMP_RIGHT - want.shape[1]:32 - emb.STAMP_RIGHT]
+        assert ((box == 255).numpy() >= want).all()                               # every glyph pixel is white
+        padded = torch.nn.functional.pad(m5.x_train[i], (2, 2, 2, 2))[0]
+        assert torch.equal(torch.where(torch.from_numpy(want), padded.new_tensor(0), box), torch.where(torch.from_numpy(want), padded.new_tensor(0),
+                           padded[emb.STAMP_TOP:emb.STAMP_TOP + 5, 32 - emb.STAMP_RIGHT - want.shape[1]:32 - emb.STAMP_RIGHT]))   # the rest is MNIST's
+    assert len(set(st.groups_train['date'].tolist())) > 3000                     # dates differ from image to image
