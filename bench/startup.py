@@ -1,21 +1,30 @@
 """Start-up: the wall time of a one-round `fedrepro run` on the embedded MNIST, and of importing what it imports.
 
 Each is a fresh process, `--repeats` times; the medians are printed, with the import of torch alone for scale. What is
-left once imports are lazy is torch's own import and the round's training and two evaluations (round 0 and round 1).
+left once imports are lazy is torch's own import and the round's training and two evaluations (round 0 and round 1):
+their sum, the floor no import can lower, is printed last (the round's seconds are the run's own `train_seconds` and
+`eval_seconds`, from the summary it prints).
 
     python bench/startup.py [--repeats 5]
 """
-import argparse, statistics, subprocess, sys, tempfile, time
+import argparse, json, statistics, subprocess, sys, tempfile, time
 
 
-def seconds(code: str, repeats: int) -> float:
-    times = []
+def timed(code: str, repeats: int) -> tuple[float, list[str]]:
+    "The median wall seconds of `code` in a fresh process, and each run's stdout."
+    times, outs = [], []
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as out:
             t0 = time.perf_counter()
-            subprocess.run([sys.executable, '-c', code.replace('OUT', out)], check=True, capture_output=True)
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+            done = subprocess.run([sys.executable, '-c', code.replace('OUT', out)], check=True, capture_output=True, text=True)
+            times.append(time.perf_counter() - t0); outs.append(done.stdout)
+    return statistics.median(times), outs
+
+
+def round_seconds(stdout: str) -> float:
+    "The training and evaluation seconds of the run whose summary `fedrepro run` printed."
+    summary = json.loads(stdout[stdout.index('{'):stdout.rindex('}') + 1])
+    return summary['train_seconds'] + summary['eval_seconds']
 
 
 def main():
@@ -27,7 +36,12 @@ def main():
     for what, code in (('python', 'pass'), ('import torch', 'import torch'), ('import fedrepro.cli', 'import fedrepro.cli'),
                        ('import every fedrepro module', 'from fedrepro.core import load_modules; load_modules()'),
                        ('fedrepro run --dataset mnist5k --num-clients 10 --rounds 1', run)):
-        print(f'{seconds(code, args.repeats):6.2f} s  {what}')
+        seconds, outs = timed(code, args.repeats)
+        print(f'{seconds:6.2f} s  {what}')
+        if what == 'import torch': torch_s = seconds
+    work = statistics.median(map(round_seconds, outs))
+    print(f'{work:6.2f} s  of which the round itself: training and the two evaluations (the run\'s summary)')
+    print(f'{torch_s + work:6.2f} s  the floor: import torch + the round')
 
 
 if __name__ == '__main__':

