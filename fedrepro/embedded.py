@@ -13,10 +13,10 @@ from .transforms import resize, grey_to_rgb, to_float
 
 # %% auto #0
 __all__ = ['DIGITS_SPLIT_SEED', 'MNISTM_SEED', 'SVHN_SEED', 'CLASSES', 'DIGITS_MEAN', 'DIGITS_STD', 'DOMAINS', 'SVHN_FONTS',
-           'DOMAIN_STATS', 'STAMP_SEED', 'GLYPHS', 'STAMP_TOP', 'STAMP_RIGHT', 'STAMP_DIGITS', 'STAMP_BOX',
-           'STAMPED_MEAN', 'STAMPED_STD', 'stratified_split', 'channel_stats', 'load_digits28', 'procedural_textures',
-           'mnistm_blend', 'render_digit_masks', 'colourise', 'domain_data', 'load_digit_domains',
-           'load_digit_domain_classes', 'stamp_masks', 'random_dates', 'stamp_dates', 'load_mnist_stamped']
+           'DOMAIN_STATS', 'STAMP_SEED', 'GLYPHS', 'STAMP_DIGITS', 'STAMP', 'STAMP_BOX', 'STAMPED_MEAN', 'STAMPED_STD',
+           'stratified_split', 'channel_stats', 'load_digits28', 'procedural_textures', 'mnistm_blend',
+           'render_digit_masks', 'colourise', 'domain_data', 'load_digit_domains', 'load_digit_domain_classes',
+           'stamp_masks', 'random_dates', 'stamp_dates', 'load_mnist_stamped']
 
 # %% ../nbs/02d_embedded.ipynb #1ba55b85
 DIGITS_SPLIT_SEED = 20260102      # the digits / usps-like train-test split
@@ -240,8 +240,9 @@ STAMP_SEED = 20260105            # the stamped dates
 _GLYPH_ROWS = {'0': '111101101101111', '1': '010110010010111', '2': '111001111100111', '3': '111001111001111', '4': '101101111001001',
                '5': '111100111001111', '6': '111100111101111', '7': '111001001001001', '8': '111101111101111', '9': '111101111001111'}
 GLYPHS = np.array([[c == '1' for c in _GLYPH_ROWS[str(d)]] for d in range(10)]).reshape(10, 5, 3)   # the 3×5 font, digit by digit
-STAMP_TOP, STAMP_RIGHT, STAMP_DIGITS = 1, 1, 6
-STAMP_BOX = (slice(STAMP_TOP - 1, STAMP_TOP + 6), slice(32 - STAMP_RIGHT - 4 * STAMP_DIGITS, 32))   # rows, columns: the stamp and a pixel around it
+STAMP_DIGITS = 6
+STAMP = (slice(1, 6), slice(32 - 1 - (4 * STAMP_DIGITS - 1), 32 - 1))      # rows, columns of the glyphs: from row 1, ending a pixel from the right edge
+STAMP_BOX = tuple(slice(s.start - 1, s.stop + 1) for s in STAMP)            # ... and a pixel around them
 
 def stamp_masks(digits: np.ndarray) -> np.ndarray:
     "Rows of digits `(n, k)` as boolean masks `(n, 5, 4k − 1)`: each digit's 3×5 glyph, one blank column apart."
@@ -255,10 +256,9 @@ def random_dates(n: int, rng: np.random.Generator) -> np.ndarray:
     return np.stack([d // 10, d % 10, m // 10, m % 10, y // 10, y % 10], 1)
 
 def stamp_dates(x: torch.Tensor, dates: np.ndarray) -> torch.Tensor:
-    "28×28 `uint8` images `x` padded to 32×32 with `dates`' digits drawn white (255) from row `STAMP_TOP`, ending `STAMP_RIGHT` pixels from the right edge."
+    "28×28 `uint8` images `x` padded to 32×32 with the digits of `dates`, `(n, STAMP_DIGITS)`, drawn white (255) where `STAMP` says."
     out = torch.nn.functional.pad(x, (2, 2, 2, 2))
-    h, w = STAMP_TOP, 32 - STAMP_RIGHT - (4 * dates.shape[1] - 1)
-    out[:, 0, h:h + 5, w:w + 4 * dates.shape[1] - 1][torch.from_numpy(stamp_masks(dates))] = 255
+    out[:, 0, STAMP[0], STAMP[1]][torch.from_numpy(stamp_masks(dates))] = 255
     return out
 
 def load_mnist_stamped(data_root=None, download: bool = False) -> RawData:

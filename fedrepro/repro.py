@@ -72,9 +72,8 @@ class Paper:
             div = small.pop('epochs_divisor', 1)
             small['local_epochs'] = max(1, round(fields.get('local_epochs', 1) / div))
             for k, owner in (('partition_params', 'partition'), ('model_params', 'model'), ('params', 'algorithm')):
-                same = small.get(owner, fields.get(owner)) == fields.get(owner)      # a new partition or model starts from its own defaults
-                if k in small and same: small[k] = {**fields.get(k, {}), **small[k]}
-                elif not same: small.setdefault(k, {})
+                if small.get(owner, fields.get(owner)) != fields.get(owner): small.setdefault(k, {})   # a new partition or model: its own parameters
+                elif k in small: small[k] = {**fields.get(k, {}), **small[k]}
             fields.update(small)
         return ExperimentConfig(**{**fields, **overrides})
 
