@@ -46,6 +46,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/engine_overhead.py
 	$(BIN)/python bench/parallel_runs.py
 	$(BIN)/python bench/evaluation.py
+	OMP_NUM_THREADS=1 $(BIN)/python bench/pooling.py
 	OMP_NUM_THREADS=1 $(BIN)/python bench/fedreg_floor.py
 	OMP_NUM_THREADS=1 $(BIN)/python bench/method_cost.py
 	$(BIN)/python bench/startup.py

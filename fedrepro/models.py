@@ -11,8 +11,9 @@ import torch.nn.functional as F
 from .core import MODELS, check
 
 # %% auto #0
-__all__ = ['MODEL_USES', 'FeatureClassifier', 'n_params', 'cnn5', 'mlp', 'conv_pool_net', 'fedavg_cnn', 'hwdigits_cnn', 'lenet',
-           'FixupBasicBlock', 'FixupLayer', 'FixupHead', 'resnet9', 'with_projection', 'build_model', 'model_summary']
+__all__ = ['MODEL_USES', 'FeatureClassifier', 'n_params', 'MaxPool2', 'cnn5', 'mlp', 'conv_pool_net', 'fedavg_cnn',
+           'hwdigits_cnn', 'lenet', 'FixupBasicBlock', 'FixupLayer', 'FixupHead', 'resnet9', 'with_projection',
+           'build_model', 'model_summary']
 
 # %% ../nbs/03_models.ipynb #d9da7e95
 class FeatureClassifier(nn.Module):
@@ -26,6 +27,28 @@ def n_params(model: nn.Module) -> int:
     "The number of parameters of `model` (the size of the vector the algorithms work on)."
     return sum(p.numel() for p in model.parameters())
 
+# %% ../nbs/03_models.ipynb #b6bae0ae
+class _ChannelsLastMaxPool2(torch.autograd.Function):
+    "`max_pool2d(x, 2)` of an NCHW tensor by the channels-last kernel, differentiated by the NCHW kernel with the same indices."
+    @staticmethod
+    def forward(ctx, x):
+        out, idx = F.max_pool2d_with_indices(x.contiguous(memory_format=torch.channels_last), 2)
+        ctx.save_for_backward(x, idx.contiguous())
+        return out.contiguous()
+    @staticmethod
+    def backward(ctx, grad):
+        x, idx = ctx.saved_tensors
+        return torch.ops.aten.max_pool2d_with_indices_backward(grad, x, [2, 2], [2, 2], [0, 0], [1, 1], False, idx)
+
+class MaxPool2(nn.MaxPool2d):
+    "`nn.MaxPool2d(2)` with the same values and gradients bit for bit, several times faster on contiguous CPU tensors."
+    def __init__(self): super().__init__(2)
+    def forward(self, x):
+        if x.device.type != 'cpu' or x.dim() != 4 or not x.is_contiguous() or torch._C._are_functorch_transforms_active():
+            return super().forward(x)
+        if torch.is_grad_enabled() and x.requires_grad: return _ChannelsLastMaxPool2.apply(x)
+        return F.max_pool2d(x.contiguous(memory_format=torch.channels_last), 2).contiguous()
+
 # %% ../nbs/03_models.ipynb #ef2092ac
 @MODELS.register('cnn5')
 def cnn5(input_shape=(1, 28, 28), num_classes=10, channels=(32, 32, 64), hidden=256):
@@ -36,8 +59,8 @@ def cnn5(input_shape=(1, 28, 28), num_classes=10, channels=(32, 32, 64), hidden=
     side = ((h - 8) // 2 - 4) // 2        # two 5x5 convs, pool, 5x5 conv, pool
     features = nn.Sequential(
         nn.Conv2d(c, a, 5), nn.ReLU(),
-        nn.Conv2d(a, b, 5), nn.MaxPool2d(2), nn.ReLU(),
-        nn.Conv2d(b, d, 5), nn.MaxPool2d(2), nn.ReLU(),
+        nn.Conv2d(a, b, 5), MaxPool2(), nn.ReLU(),
+        nn.Conv2d(b, d, 5), MaxPool2(), nn.ReLU(),
         nn.Flatten(), nn.Linear(d * side * side, int(hidden)), nn.ReLU())
     return FeatureClassifier(features, nn.Linear(int(hidden), num_classes))
 
@@ -56,7 +79,7 @@ def conv_pool_net(input_shape, num_classes, channels, hidden, padding=0, kernel=
     c, h, w = input_shape
     layers = []
     for out in channels:
-        layers += [nn.Conv2d(c, out, kernel, padding=padding), nn.ReLU(), nn.MaxPool2d(2)]
+        layers += [nn.Conv2d(c, out, kernel, padding=padding), nn.ReLU(), MaxPool2()]
         c, h, w = out, (h + 2*padding - kernel + 1) // 2, (w + 2*padding - kernel + 1) // 2
         check(h > 0 and w > 0, 'input_shape', tuple(input_shape), f'an image large enough for {len(channels)} conv-pool stages')
     sizes = [c * h * w, *map(int, hidden)]
@@ -108,7 +131,7 @@ class FixupLayer(nn.Module):
         self.conv = _conv3x3(cin, cout)
         self.bias1a, self.bias1b, self.scale = _scalar(0), _scalar(0), _scalar(1)
         nn.init.normal_(self.conv.weight, 0, _he_std(self.conv))
-        self.pool = nn.MaxPool2d(2) if pool else nn.Identity()
+        self.pool = MaxPool2() if pool else nn.Identity()
         self.blocks = nn.Sequential(*[FixupBasicBlock(cout) for _ in range(blocks)])
     def forward(self, x):
         return self.blocks(self.pool(F.relu(self.conv(x + self.bias1a) * self.scale + self.bias1b)))

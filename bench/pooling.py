@@ -1,0 +1,72 @@
+"""Pooling: `MaxPool2` (channels-last forward, NCHW backward) against the stock `nn.MaxPool2d(2)`, measured in one run.
+
+For the small CNNs of the `mini` reproductions: a training step at the setting's batch size and an evaluation forward
+pass at 256 images, each model built twice from the same seed, once with the stock pool swapped back in. The two
+are timed alternately, `--repeats` rounds of `--steps` each after a warm-up; the medians and their ratio are printed,
+and the two models' parameters after every timed step are checked to be bit for bit the same.
+
+    OMP_NUM_THREADS=1 python bench/pooling.py [--repeats 5] [--steps 50]
+"""
+import argparse, statistics, time
+import torch, torch.nn as nn, torch.nn.functional as F
+from fedrepro.models import MaxPool2, build_model
+
+MODELS = [  # (name, model, options, input shape, training batch): the mini scales' CNNs
+    ('FedReg MNIST', 'cnn5', {'channels': (16, 16, 32), 'hidden': 128}, (1, 28, 28), 10),
+    ('FedGC HWDigits', 'hwdigits_cnn', {'channels': (8, 16), 'hidden': (128, 100)}, (3, 32, 32), 20),
+    ('FedSSD / FedGG LeNet', 'lenet', {}, (3, 32, 32), 64),
+    ('FedImp CNN', 'fedavg_cnn', {'channels': (8, 16), 'hidden': (128,)}, (1, 28, 28), 10),
+]
+
+
+def stock(model: nn.Module) -> nn.Module:
+    "`model` with every `MaxPool2` replaced by `nn.MaxPool2d(2)`."
+    for parent in model.modules():
+        for name, child in parent.named_children():
+            if isinstance(child, MaxPool2): setattr(parent, name, nn.MaxPool2d(2))
+    return model
+
+
+def timed(fn, steps: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(steps): fn()
+    return (time.perf_counter() - t0) / steps
+
+
+def compare(kind, options, shape, batch, repeats, steps):
+    models = []
+    for swap in (False, True):
+        m = build_model(kind, shape, 10, seed=0, **options)
+        models.append(stock(m) if swap else m)
+    ours, theirs = models
+    x, y, xe = torch.randn(batch, *shape), torch.randint(0, 10, (batch,)), torch.randn(256, *shape)
+    opts = [torch.optim.SGD(m.parameters(), lr=0.01) for m in models]
+
+    def step(m, opt): opt.zero_grad(); F.cross_entropy(m(x), y).backward(); opt.step()
+    def forward(m):
+        with torch.inference_mode(): m(xe)
+    result = {}
+    for what, fns in (('step', [lambda m=m, o=o: step(m, o) for m, o in zip(models, opts)]), ('eval', [lambda m=m: forward(m) for m in models])):
+        for fn in fns: timed(fn, 5)
+        t = [[], []]
+        for _ in range(repeats):
+            for i, fn in enumerate(fns): t[i].append(timed(fn, steps))
+        result[what] = statistics.median(t[1]) / statistics.median(t[0]), statistics.median(t[0])
+    same = all(torch.equal(a, b) for a, b in zip(ours.parameters(), theirs.parameters()))
+    return result, same
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--repeats', type=int, default=5)
+    ap.add_argument('--steps', type=int, default=50)
+    args = ap.parse_args()
+    print(f'{"model":<22} {"batch":>5}  {"step ms":>7} {"stock/ours":>10}  {"eval ms":>7} {"stock/ours":>10}  same parameters')
+    for name, kind, options, shape, batch in MODELS:
+        r, same = compare(kind, options, shape, batch, args.repeats, args.steps)
+        print(f'{name:<22} {batch:>5}  {r["step"][1] * 1e3:7.2f} {r["step"][0]:10.2f}  {r["eval"][1] * 1e3:7.2f} {r["eval"][0]:10.2f}  {same}')
+    print(f'torch {torch.__version__}, {torch.get_num_threads()} thread(s); ms: ours, per step or per 256-image forward pass')
+
+
+if __name__ == '__main__':
+    main()
