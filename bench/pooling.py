@@ -3,7 +3,7 @@
 For the small CNNs of the `mini` reproductions: a training step at the setting's batch size and an evaluation forward
 pass at 256 images, each model built twice from the same seed, once with the stock pool swapped back in. The two
 are timed alternately, `--repeats` rounds of `--steps` each after a warm-up; the medians and their ratio are printed,
-and the two models' parameters after every timed step are checked to be bit for bit the same.
+and the two models' parameters, after the same steps, are checked to be bit for bit the same.
 
     OMP_NUM_THREADS=1 python bench/pooling.py [--repeats 5] [--steps 50]
 """

@@ -72,8 +72,8 @@ class Paper:
             div = small.pop('epochs_divisor', 1)
             small['local_epochs'] = max(1, round(fields.get('local_epochs', 1) / div))
             for k, owner in (('partition_params', 'partition'), ('model_params', 'model'), ('params', 'algorithm')):
-                base = m.get(k, {}) if small.get(owner, fields.get(owner)) != fields.get(owner) else fields.get(k, {})   # a new partition or model: the setting's parameters belonged to the old one, the method's own (MOON's head) stay
-                if k in small or base != fields.get(k, {}): small[k] = {**base, **small.get(k, {})}
+                replaced = small.get(owner, fields.get(owner)) != fields.get(owner)    # a new partition or model: the setting's parameters were the old one's,
+                small[k] = {**(m.get(k, {}) if replaced else fields.get(k, {})), **small.get(k, {})}   # the method's own (MOON's head) stay
             fields.update(small)
         return ExperimentConfig(**{**fields, **overrides})
 
