@@ -1,15 +1,17 @@
-"""Pooling: `MaxPool2` (channels-last forward, NCHW backward) against the stock `nn.MaxPool2d(2)`, measured in one run.
+"""Pooling: `MaxPool2` against the stock `nn.MaxPool2d(2)`, measured in one run.
 
-For the small CNNs of the `mini` reproductions: a training step at the setting's batch size and an evaluation forward
-pass at 256 images, each model built twice from the same seed, once with the stock pool swapped back in. The two
-are timed alternately, `--repeats` rounds of `--steps` each after a warm-up; the medians and their ratio are printed,
-and the two models' parameters, after the same steps, are checked to be bit for bit the same.
+For the small CNNs of the `mini` reproductions: a training step at the setting's batch size (`MaxPool2`: channels-last
+forward, NCHW backward) and an evaluation forward pass at 256 images under inference mode (`MaxPool2`: the larger of
+each row pair, then of each column pair), each model built twice from the same seed, once with the stock pool swapped
+back in. The two are timed alternately, `--repeats` rounds of `--steps` each after a warm-up; the medians and their
+ratio are printed. The two models' parameters after the same steps are checked to be bit for bit the same, and their
+evaluation logits to be the same numbers (`torch.equal`, for which a zero is a zero whatever its sign).
 
     OMP_NUM_THREADS=1 python bench/pooling.py [--repeats 5] [--steps 50]
 """
 import argparse, statistics, time
 import torch, torch.nn as nn, torch.nn.functional as F
-from fedrepro.models import MaxPool2, build_model
+from fedrepro.models import build_model, with_stock_pools
 
 MODELS = [  # (name, model, options, input shape, training batch): the mini scales' CNNs
     ('FedReg MNIST', 'cnn5', {'channels': (16, 16, 32), 'hidden': 128}, (1, 28, 28), 10),
@@ -17,14 +19,6 @@ MODELS = [  # (name, model, options, input shape, training batch): the mini scal
     ('FedSSD / FedGG LeNet', 'lenet', {}, (3, 32, 32), 64),
     ('FedImp CNN', 'fedavg_cnn', {'channels': (8, 16), 'hidden': (128,)}, (1, 28, 28), 10),
 ]
-
-
-def stock(model: nn.Module) -> nn.Module:
-    "`model` with every `MaxPool2` replaced by `nn.MaxPool2d(2)`."
-    for parent in model.modules():
-        for name, child in parent.named_children():
-            if isinstance(child, MaxPool2): setattr(parent, name, nn.MaxPool2d(2))
-    return model
 
 
 def timed(fn, steps: int) -> float:
@@ -37,7 +31,7 @@ def compare(kind, options, shape, batch, repeats, steps):
     models = []
     for swap in (False, True):
         m = build_model(kind, shape, 10, seed=0, **options)
-        models.append(stock(m) if swap else m)
+        models.append(with_stock_pools(m) if swap else m)
     ours, theirs = models
     x, y, xe = torch.randn(batch, *shape), torch.randint(0, 10, (batch,)), torch.randn(256, *shape)
     opts = [torch.optim.SGD(m.parameters(), lr=0.01) for m in models]
@@ -53,7 +47,8 @@ def compare(kind, options, shape, batch, repeats, steps):
             for i, fn in enumerate(fns): t[i].append(timed(fn, steps))
         result[what] = statistics.median(t[1]) / statistics.median(t[0]), statistics.median(t[0])
     same = all(torch.equal(a, b) for a, b in zip(ours.parameters(), theirs.parameters()))
-    return result, same
+    with torch.inference_mode(): same_logits = torch.equal(ours(xe), theirs(xe))
+    return result, same, same_logits
 
 
 def main():
@@ -61,10 +56,10 @@ def main():
     ap.add_argument('--repeats', type=int, default=5)
     ap.add_argument('--steps', type=int, default=50)
     args = ap.parse_args()
-    print(f'{"model":<22} {"batch":>5}  {"step ms":>7} {"stock/ours":>10}  {"eval ms":>7} {"stock/ours":>10}  same parameters')
+    print(f'{"model":<22} {"batch":>5}  {"step ms":>7} {"stock/ours":>10}  {"eval ms":>7} {"stock/ours":>10}  same parameters, logits')
     for name, kind, options, shape, batch in MODELS:
-        r, same = compare(kind, options, shape, batch, args.repeats, args.steps)
-        print(f'{name:<22} {batch:>5}  {r["step"][1] * 1e3:7.2f} {r["step"][0]:10.2f}  {r["eval"][1] * 1e3:7.2f} {r["eval"][0]:10.2f}  {same}')
+        r, same, same_logits = compare(kind, options, shape, batch, args.repeats, args.steps)
+        print(f'{name:<22} {batch:>5}  {r["step"][1] * 1e3:7.2f} {r["step"][0]:10.2f}  {r["eval"][1] * 1e3:7.2f} {r["eval"][0]:10.2f}  {same}, {same_logits}')
     print(f'torch {torch.__version__}, {torch.get_num_threads()} thread(s); ms: ours, per step or per 256-image forward pass')
 
 
