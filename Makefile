@@ -17,7 +17,7 @@ $(STAMP): settings.ini setup.py
 # committed mini runs for every other artefact). From an empty repro_out on 2 cores (2026-11-25, an AMD EPYC Zen 4, a fresh
 # clone whose .venv make test had set up): Table 1 at mini 7.8 min, the quickstart 6 s (its runs are Table 1's, so it goes
 # second), Figure 1 2.2 min, the book with its report about 0.8 min: 10.9 min, plus about 3 min to set up .venv
-REPRO ?= fedreg_table1 quickstart fedreg_figure1 fedimp_table1 fedgg_table1 fedssd_table1
+REPRO ?= fedreg_table1 quickstart fedreg_figure1 fedimp_table1 fedgg_table1 fedssd_table1 fedgc_table1
 repro: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/fedrepro reproduce $(REPRO) --scale $(SCALE) --out repro_out
 	$(BIN)/fedrepro book --results repro_out
