@@ -1,24 +1,28 @@
 """Start-up: the wall time of a one-round `fedrepro run` on the embedded MNIST, and of importing what it imports.
 
-Each is a fresh process, `--repeats` times; the medians are printed, with the import of torch alone for scale. What is
-left once imports are lazy is torch's own import and the round's training and two evaluations (round 0 and round 1):
-their sum, the floor no import can lower, is printed last (the round's seconds are the run's own `train_seconds` and
-`eval_seconds`, from the summary it prints).
+Each is a fresh process, `--repeats` times after one untimed run; the medians are printed, with the import of torch
+alone for scale. What is left once imports are lazy is torch's own import and the round's training and two evaluations
+(round 0 and round 1): their sum, the floor no import can lower, is printed last (the round's seconds are the run's own
+`train_seconds` and `eval_seconds`, from the summary it prints). The processes run as Python does by default, caching
+compiled bytecode: `PYTHONDONTWRITEBYTECODE`, if set, is unset for them (with it, an editable install compiles
+fedrepro's modules from source at every start).
 
     python bench/startup.py [--repeats 5]
 """
-import argparse, json, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, statistics, subprocess, sys, tempfile, time
+
+ENV = {k: v for k, v in os.environ.items() if k != 'PYTHONDONTWRITEBYTECODE'}
 
 
 def timed(code: str, repeats: int) -> tuple[float, list[str]]:
     "The median wall seconds of `code` in a fresh process, and each run's stdout."
     times, outs = [], []
-    for _ in range(repeats):
+    for _ in range(repeats + 1):
         with tempfile.TemporaryDirectory() as out:
             t0 = time.perf_counter()
-            done = subprocess.run([sys.executable, '-c', code.replace('OUT', out)], check=True, capture_output=True, text=True)
+            done = subprocess.run([sys.executable, '-c', code.replace('OUT', out)], check=True, capture_output=True, text=True, env=ENV)
             times.append(time.perf_counter() - t0); outs.append(done.stdout)
-    return statistics.median(times), outs
+    return statistics.median(times[1:]), outs[1:]
 
 
 def round_seconds(stdout: str) -> float:
