@@ -13,10 +13,11 @@ $(STAMP): settings.ini setup.py
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
-# the default reproduction jobs on embedded data, then the book, whose report chapter is judged on what they wrote (and on the
-# committed mini runs for every other artefact). From an empty repro_out on 2 cores (2026-11-25, an AMD EPYC Zen 4, a fresh
-# clone whose .venv make test had set up): Table 1 at mini 7.8 min, the quickstart 6 s (its runs are Table 1's, so it goes
-# second), Figure 1 2.2 min, the book with its report about 0.8 min: 10.9 min, plus about 3 min to set up .venv
+# the default jobs on embedded data, each paper's headline table at mini (FedReg's with Figure 1 and the quickstart), then
+# the book, whose report chapter is judged on what they wrote (and on the committed mini runs for every other artefact).
+# On a fresh clone on 2 cores (2026-11-26, an AMD EPYC): 55.0 min in all, .venv and the book included; the jobs 52.8: FedReg's
+# Table 1 7.5, the quickstart 0.1 (its runs are Table 1's, so it goes second), Figure 1 2.5, FedImp's Table 1 3.1, FedGG's 4.4,
+# FedSSD's Table I 2.8, FedGC's Table 1 32.3
 REPRO ?= fedreg_table1 quickstart fedreg_figure1 fedimp_table1 fedgg_table1 fedssd_table1 fedgc_table1
 repro: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/fedrepro reproduce $(REPRO) --scale $(SCALE) --out repro_out
