@@ -57,10 +57,10 @@ def _pooled_values(x):
     return torch.maximum(rows[..., 0::2], rows[..., 1::2])
 
 def with_stock_pools(model: nn.Module) -> nn.Module:
-    "`model` with every `MaxPool2` replaced by the stock `nn.MaxPool2d(2)`, in place: what `MaxPool2` is checked and timed against."
+    "`model` with every `MaxPool2` (any subclass of `nn.MaxPool2d`) replaced by the stock `nn.MaxPool2d(2)`, in place: what `MaxPool2` is checked and timed against."
     for parent in model.modules():
         for name, child in parent.named_children():
-            if isinstance(child, MaxPool2): setattr(parent, name, nn.MaxPool2d(2))
+            if isinstance(child, nn.MaxPool2d) and type(child) is not nn.MaxPool2d: setattr(parent, name, nn.MaxPool2d(2))
     return model
 
 # %% ../nbs/03_models.ipynb #ef2092ac
