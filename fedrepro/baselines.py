@@ -10,7 +10,8 @@ from .core import ALGORITHMS, FlatModel, check
 from .engine import Algorithm, ClientContext, local_sgd, weighted_mean, check_hparam, batch_schedule, per_example_grads
 
 # %% auto #0
-__all__ = ['prox_penalty', 'FedProx', 'Scaffold', 'empirical_fisher', 'minibatch_fisher', 'fisher_batches', 'FedCurv']
+__all__ = ['StepMeans', 'prox_penalty', 'FedProx', 'Scaffold', 'empirical_fisher', 'minibatch_fisher', 'fisher_batches',
+           'FedCurv']
 
 # %% ../nbs/05a_baselines.ipynb #4c9d9992
 def _check_number(params: dict, key: str, minimum: float = 0.0, strict: bool = False):
@@ -18,16 +19,31 @@ def _check_number(params: dict, key: str, minimum: float = 0.0, strict: bool = F
     check_hparam(params, key, (lambda v: v > minimum) if strict else (lambda v: v >= minimum),
                  f"a finite number {'>' if strict else '>='} {minimum}")
 
+class StepMeans:
+    "Mixin: the mean over a round's local steps, all its clients, of a number `note`d once a step; `diagnostics` reports it as `diagnostic` and resets."
+    diagnostic, _sum, _steps = '', 0.0, 0
+    def note(self, v):
+        "Add one local step's value: a detached tensor stays on its device, so there is one `.item()` a round, not one a step."
+        self._sum, self._steps = self._sum + v, self._steps + 1
+    def note_ratio(self, num: torch.Tensor, den: torch.Tensor):
+        "`note(num / den)`, a zero `den` taken as the smallest positive float: 0 if `num` is 0 too, else huge, never NaN (a fitted client's gradient can vanish)."
+        self.note(num / den.clamp_min(torch.finfo(den.dtype).tiny))
+    def diagnostics(self) -> dict:
+        mean = float(self._sum / self._steps) if self._steps else float('nan')
+        self._sum, self._steps = 0.0, 0
+        return {**super().diagnostics(), self.diagnostic: mean}
+
 # %% ../nbs/05a_baselines.ipynb #1bdf33fd
 def prox_penalty(theta: torch.Tensor, anchor: torch.Tensor, mu: float, convention: str = 'half') -> torch.Tensor:
     "FedProx's proximal term: $\\frac{\\mu}{2}\\lVert\\theta-\\theta^g\\rVert^2$ (`'half'`) or $\\mu\\lVert\\theta-\\theta^g\\rVert^2$ (`'full'`)."
     return (0.5 if convention == 'half' else 1.0) * mu * (theta - anchor).pow(2).sum()
 
 @ALGORITHMS.register('fedprox')
-class FedProx(Algorithm):
+class FedProx(StepMeans, Algorithm):
     "FedProx: FedAvg whose local loss adds the proximal term $\\frac{\\mu}{2}\\lVert\\theta-\\theta^g\\rVert^2$ ('half') or $\\mu\\lVert\\theta-\\theta^g\\rVert^2$ ('full')."
     name = 'fedprox'
     hparams = {'mu': 0.01, 'convention': 'half', 'from_round': 1}
+    diagnostic = 'correction_ratio'
 
     @classmethod
     def check_params(cls, params: dict):
@@ -56,16 +72,19 @@ class FedProx(Algorithm):
         return super().client_update(ctx, down, state)
 
     def step(self, ctx: ClientContext):
-        "Add the proximal gradient $c\\,(\\theta-\\theta^g)$ to the flat gradient, then the SGD step."
-        ctx.fm.grad.add_(ctx.fm.params - self._anchor, alpha=self._coef)
+        "Add the proximal gradient $c\\,(\\theta-\\theta^g)$ to the flat gradient $g$, then the SGD step; notes $\\lVert c\\,(\\theta-\\theta^g)\\rVert/\\lVert g\\rVert$, 0 at the round's first step ($\\theta=\\theta^g$)."
+        d = ctx.fm.params - self._anchor
+        self.note_ratio(self._coef * d.norm(), ctx.fm.grad.norm())
+        ctx.fm.grad.add_(d, alpha=self._coef)
         super().step(ctx)
 
 # %% ../nbs/05a_baselines.ipynb #3526973e
 @ALGORITHMS.register('scaffold')
-class Scaffold(Algorithm):
+class Scaffold(StepMeans, Algorithm):
     "SCAFFOLD, option II: local steps corrected by $c - c_i$, control variates updated from the model difference."
     name = 'scaffold'
     hparams = {'global_lr': 1.0, 'correction': 'gradient'}
+    diagnostic = 'correction_ratio'
 
     def __init__(self, cfg, x0: torch.Tensor):
         super().__init__(cfg, x0)
@@ -91,6 +110,7 @@ class Scaffold(Algorithm):
         c = zeros() if down['c'] is None else down['c']
         ci = zeros() if state is None else state.to(x.device)
         self._correction = c - ci
+        self._correction_norm = self._correction.norm()
         fm.load_(x)
         K = local_sgd(ctx, self)
         y = fm.snapshot()
@@ -98,7 +118,8 @@ class Scaffold(Algorithm):
         return {'x': y, 'n': ctx.n, 'dc': ci_new - ci}, ci_new.cpu()
 
     def step(self, ctx: ClientContext):
-        "The corrected step $y \\leftarrow y - \\eta\\,(g - c_i + c)$: the correction in the gradient (`'gradient'`), or after the optimiser's step (`'step'`); the same without momentum."
+        "The corrected step $y \\leftarrow y - \\eta\\,(g - c_i + c)$: the correction in the gradient (`'gradient'`), or after the optimiser's step (`'step'`); the same without momentum. Notes $\\lVert c-c_i\\rVert/\\lVert g\\rVert$."
+        self.note_ratio(self._correction_norm, ctx.fm.grad.norm())
         if self.hp['correction'] == 'gradient': ctx.fm.grad.add_(self._correction)
         super().step(ctx)
         if self.hp['correction'] == 'step': ctx.fm.params.sub_(self._correction, alpha=ctx.lr)
@@ -153,10 +174,11 @@ _VARIANTS = {'fedreg': "'fedreg' (FedReg's code: the last round's clients, own t
              'fedntd': "'fedntd' (FedNTD's code: every client's latest but its own, mini-batch Fisher over fisher_samples)"}
 
 @ALGORITHMS.register('fedcurv')
-class FedCurv(Algorithm):
+class FedCurv(StepMeans, Algorithm):
     "FedCurv: $\\lambda\\sum(u\\odot\\theta^2-2v\\odot\\theta)$ with Fisher sums $u$, $v$: of the previous round's clients ('fedreg') or of every client's latest but the client's own ('fedntd')."
     name = 'fedcurv'
     hparams = {'lam': 1e-4, 'variant': 'fedreg', 'fisher_samples': 500}
+    diagnostic = 'correction_ratio'
 
     def __init__(self, cfg, x0: torch.Tensor):
         super().__init__(cfg, x0)
@@ -206,8 +228,12 @@ class FedCurv(Algorithm):
         return {'x': x, 'n': ctx.n, 'u': du, 'v': dv}, (f.cpu(), fv.cpu())
 
     def step(self, ctx: ClientContext):
-        "Add the penalty's gradient $2\\lambda(u\\odot\\theta - v)$, then the SGD step."
-        if self._u is not None: ctx.fm.grad.add_(torch.addcmul(self._neg_v, self._u, ctx.fm.params), alpha=2 * self.hp['lam'])
+        "Add the penalty's gradient $2\\lambda(u\\odot\\theta - v)$ to the flat gradient $g$, then the SGD step; notes $\\lVert 2\\lambda(u\\odot\\theta - v)\\rVert/\\lVert g\\rVert$ (0 without a penalty)."
+        if self._u is None: self.note(0.0)
+        else:
+            d = torch.addcmul(self._neg_v, self._u, ctx.fm.params)
+            self.note_ratio(2 * self.hp['lam'] * d.norm(), ctx.fm.grad.norm())
+            ctx.fm.grad.add_(d, alpha=2 * self.hp['lam'])
         super().step(ctx)
 
     def aggregate(self, ups: list[dict]):

@@ -9,9 +9,10 @@ import torch
 import torch.nn.functional as F
 from .core import ALGORITHMS, DATASETS, FlatModel, check
 from .engine import Algorithm, ClientContext, local_sgd, check_hparam
+from .baselines import StepMeans
 
 # %% auto #0
-__all__ = ['FrozenModel', 'TeacherMixin', 'moon_contrastive', 'MOON', 'not_true_logits', 'ntd_loss', 'FedNTD',
+__all__ = ['FrozenModel', 'TeacherMixin', 'TermShare', 'moon_contrastive', 'MOON', 'not_true_logits', 'ntd_loss', 'FedNTD',
            'credibility_matrix', 'RoundCredibility', 'fedcad_loss', 'FedCAD']
 
 # %% ../nbs/05b_distill.ipynb #a449aa5b
@@ -39,6 +40,15 @@ class TeacherMixin:
         if role not in cache or cache[role].source is not ctx.model: cache[role] = FrozenModel(ctx.model)
         return cache[role]
 
+class TermShare(StepMeans):
+    "Mixin for a loss hook: the round's `term_share`, the mean over its local steps of term / whole local loss."
+    diagnostic = 'term_share'
+    def with_term(self, ce: torch.Tensor, term: torch.Tensor) -> torch.Tensor:
+        "`ce + term`, noting `term`'s share of it (detached: the loss backpropagated is unchanged)."
+        loss = ce + term
+        self.note_ratio(term.detach(), loss.detach())
+        return loss
+
 # %% ../nbs/05b_distill.ipynb #8b9a2d51
 def moon_contrastive(z: torch.Tensor, z_glob: torch.Tensor, z_prev: torch.Tensor | None, tau: float) -> torch.Tensor:
     "MOON's $\\ell_{con}$, batch mean: cross-entropy of $[\\cos(z,z_{glob}), \\cos(z,z_{prev})]/\\tau$ with target 0 (0 when `z_prev` is None)."
@@ -49,7 +59,7 @@ def moon_contrastive(z: torch.Tensor, z_glob: torch.Tensor, z_prev: torch.Tensor
 
 # %% ../nbs/05b_distill.ipynb #6f4ea409
 @ALGORITHMS.register('moon')
-class MOON(TeacherMixin, Algorithm):
+class MOON(TermShare, TeacherMixin, Algorithm):
     "MOON (Li, He & Song 2021): cross-entropy plus `mu` × the model-contrastive loss (temperature `tau`) against the global and the client's previous model."
     name, hparams = 'moon', {'mu': 1.0, 'tau': 0.5}
 
@@ -72,8 +82,10 @@ class MOON(TeacherMixin, Algorithm):
 
     def loss(self, ctx, x, y, logits, z):
         ce = F.cross_entropy(logits, y)
-        if self._prev is None: return ce         # single-column contrastive logits: l_con = 0 exactly
-        return ce + self.hp['mu'] * moon_contrastive(z, self._glob.features(x), self._prev.features(x), self.hp['tau'])
+        if self._prev is None:                   # single-column contrastive logits: l_con = 0 exactly
+            self.note(0.0)
+            return ce
+        return self.with_term(ce, self.hp['mu'] * moon_contrastive(z, self._glob.features(x), self._prev.features(x), self.hp['tau']))
 
 # %% ../nbs/05b_distill.ipynb #957623b4
 def not_true_logits(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -89,7 +101,7 @@ def ntd_loss(logits: torch.Tensor, global_logits: torch.Tensor, y: torch.Tensor,
 
 # %% ../nbs/05b_distill.ipynb #943b8594
 @ALGORITHMS.register('fedntd')
-class FedNTD(TeacherMixin, Algorithm):
+class FedNTD(TermShare, TeacherMixin, Algorithm):
     "FedNTD (Lee et al. 2022): cross-entropy plus `beta` × the not-true distillation loss (temperature `tau`) from the frozen global model."
     name, hparams = 'fedntd', {'beta': 1.0, 'tau': 1.0}
 
@@ -107,7 +119,7 @@ class FedNTD(TeacherMixin, Algorithm):
         return super().client_update(ctx, down, state)
 
     def loss(self, ctx, x, y, logits, z):
-        return F.cross_entropy(logits, y) + self.hp['beta'] * ntd_loss(logits, self._glob.logits(x), y, self.hp['tau'])
+        return self.with_term(F.cross_entropy(logits, y), self.hp['beta'] * ntd_loss(logits, self._glob.logits(x), y, self.hp['tau']))
 
 # %% ../nbs/05b_distill.ipynb #fbd987a7
 @torch.no_grad()
@@ -145,7 +157,7 @@ def fedcad_loss(logits: torch.Tensor, global_logits: torch.Tensor, y: torch.Tens
 
 # %% ../nbs/05b_distill.ipynb #dd22af20
 @ALGORITHMS.register('fedcad')
-class FedCAD(RoundCredibility, TeacherMixin, Algorithm):
+class FedCAD(TermShare, RoundCredibility, TeacherMixin, Algorithm):
     "FedCAD, RECONSTRUCTED baseline (no public definition; our reconstruction): CE + `beta` × mean of recall[y] × KL(global ‖ local)."
     name, hparams = 'fedcad', {'beta': 1.0}
     description = ('FedCAD (He et al. 2022), reconstructed baseline: the paper gives no formula; '
@@ -176,4 +188,4 @@ class FedCAD(RoundCredibility, TeacherMixin, Algorithm):
         return super().client_update(ctx, down, state)
 
     def loss(self, ctx, x, y, logits, z):
-        return F.cross_entropy(logits, y) + self.hp['beta'] * fedcad_loss(logits, self._glob.logits(x), y, self._a)
+        return self.with_term(F.cross_entropy(logits, y), self.hp['beta'] * fedcad_loss(logits, self._glob.logits(x), y, self._a))

@@ -1,4 +1,5 @@
-"FedProx, SCAFFOLD and FedCurv: each regulariser at zero is FedAvg, each against its equation, payloads, resume."
+"FedProx, SCAFFOLD and FedCurv: each regulariser at zero is FedAvg, each against its equation, payloads, resume, and each one's per-round correction_ratio."
+import math
 import pandas as pd
 import pytest
 import torch
@@ -7,8 +8,8 @@ import fedrepro.algorithms  # noqa: F401  (fedavg)
 import fedrepro.baselines  # noqa: F401
 from fedrepro.baselines import prox_penalty, empirical_fisher
 from fedrepro.config import ExperimentConfig
-from fedrepro.core import torch_rng
-from fedrepro.engine import Federation, ClientStore, batch_schedule, sample_clients
+from fedrepro.core import ALGORITHMS, torch_rng
+from fedrepro.engine import Algorithm, Federation, ClientStore, batch_schedule, sample_clients
 from fedrepro.runner import run
 
 COLS = ['round', 'test_acc', 'test_loss', 'up_params', 'down_params']
@@ -135,15 +136,17 @@ def stop_after(k):
     return cb
 
 
-@pytest.mark.parametrize('algorithm, params', [('scaffold', {}), ('fedcurv', {'lam': 0.1}), ('fedcurv', {'lam': 0.1, 'variant': 'fedntd'})])
+@pytest.mark.parametrize('algorithm, params', [('fedprox', {'mu': 0.1}), ('scaffold', {}), ('fedcurv', {'lam': 0.1}),
+                                               ('fedcurv', {'lam': 0.1, 'variant': 'fedntd'})])
 def test_interrupted_run_resumes_to_identical_metrics(tmp_path, algorithm, params):
-    "FedCurv 'fedntd': the server's sums and each client's own last Fisher pair (in the store) survive a restart."
+    "FedCurv 'fedntd': the server's sums and each client's own last Fisher pair (in the store) survive a restart; so does each round's `correction_ratio`."
     cfg = cfg_of(algorithm, params, rounds=4 if params.get('variant') else 3, clients_per_round=2)
     full = run(cfg, tmp_path / 'a')
     with pytest.raises(Stop):
         run(cfg, tmp_path / 'b', callbacks=[stop_after(1)])
     resumed = run(cfg, tmp_path / 'b')
-    pd.testing.assert_frame_equal(resumed.metrics[COLS], full.metrics[COLS])
+    pd.testing.assert_frame_equal(resumed.metrics[COLS + ['correction_ratio']], full.metrics[COLS + ['correction_ratio']])
+    assert full.metrics['correction_ratio'].iloc[1:].notna().all()
 
 
 # ---- FedCurv: the Fisher and the penalty
@@ -206,3 +209,83 @@ def test_declared_payloads(tmp_path, algorithm, up, down):
 def test_bad_params_are_refused(algorithm, params, msg):
     with pytest.raises(ValueError, match=msg.replace('[', r'\[').replace(']', r'\]')):
         ExperimentConfig(algorithm=algorithm, params=params)
+
+
+# ---- correction_ratio: the size of each method's own addition to the step, per round
+
+def _old_fedprox_step(self, ctx):
+    ctx.fm.grad.add_(ctx.fm.params - self._anchor, alpha=self._coef)
+    Algorithm.step(self, ctx)
+
+
+def _old_scaffold_step(self, ctx):
+    if self.hp['correction'] == 'gradient': ctx.fm.grad.add_(self._correction)
+    Algorithm.step(self, ctx)
+    if self.hp['correction'] == 'step': ctx.fm.params.sub_(self._correction, alpha=ctx.lr)
+
+
+def _old_fedcurv_step(self, ctx):
+    if self._u is not None: ctx.fm.grad.add_(torch.addcmul(self._neg_v, self._u, ctx.fm.params), alpha=2 * self.hp['lam'])
+    Algorithm.step(self, ctx)
+
+
+OLD_STEPS = {'fedprox': _old_fedprox_step, 'scaffold': _old_scaffold_step, 'fedcurv': _old_fedcurv_step}   # the hooks before the diagnostic
+
+
+@pytest.mark.parametrize('algorithm, params, kw', [('fedprox', {'mu': 0.1}, {}), ('scaffold', {}, {}),
+                                                   ('scaffold', {'correction': 'step'}, {'momentum': 0.9}), ('fedcurv', {'lam': 0.1}, {})])
+def test_correction_ratio_leaves_the_trajectory_unchanged(monkeypatch, algorithm, params, kw):
+    cfg = cfg_of(algorithm, params, **kw)
+    x = final_x(cfg, 3)
+    monkeypatch.setattr(ALGORITHMS[algorithm], 'step', OLD_STEPS[algorithm])
+    assert torch.equal(final_x(cfg, 3), x)
+
+
+@pytest.mark.parametrize('algorithm, params', [('fedprox', {'mu': 0.5}), ('fedprox', {'mu': 0.5, 'convention': 'full'}), ('scaffold', {}),
+                                               ('fedcurv', {'lam': 1.0})])
+def test_correction_ratio_is_the_rounds_mean_step_ratio(monkeypatch, algorithm, params):
+    "Each step's ‖added gradient‖ / ‖loss gradient‖, the added gradient recomputed independently (autograd of the term, or c - c_i)."
+    fed = Federation(cfg_of(algorithm, params, clients_per_round=2))
+    a, P, seen, step = fed.algo, fed.fm.num_params, [], ALGORITHMS[algorithm].step
+    monkeypatch.setattr(ALGORITHMS[algorithm], 'step', lambda self, ctx: (seen.append((ctx.cid, ctx.fm.grad.clone(), ctx.fm.params.clone())), step(self, ctx)))
+    zero = torch.zeros(P)
+    for t in (1, 2, 3):
+        anchor, c, u, v = a.x[:P].clone(), getattr(a, 'c', None), getattr(a, 'u', None), getattr(a, 'v', None)
+        ci = {cid: fed.store.get(cid, zero) for cid in range(6)}
+
+        def added(cid, theta):
+            if algorithm == 'scaffold': return (zero if c is None else c) - ci[cid]
+            theta = theta.clone().requires_grad_()
+            if algorithm == 'fedprox': term = prox_penalty(theta, anchor, params['mu'], params.get('convention', 'half'))
+            else: term = 0 * theta.sum() if u is None else params['lam'] * (u * theta ** 2 - 2 * v * theta).sum()
+            return torch.autograd.grad(term, theta)[0]
+        seen.clear()
+        got = fed.round(t)['diagnostics']['correction_ratio']
+        want = sum(added(cid, th).double().norm().item() / g.double().norm().item() for cid, g, th in seen) / len(seen)
+        assert got == pytest.approx(want, rel=1e-5)
+        assert (got == 0) == (t == 1 and algorithm != 'fedprox')      # SCAFFOLD, FedCurv: nothing added in round 1
+
+
+@pytest.mark.filterwarnings('ignore:algorithm .* is switched off')
+@pytest.mark.parametrize('algorithm, params, zero_rounds', [('fedprox', {'mu': 0.0}, [1, 2, 3]), ('fedprox', {'mu': 0.1, 'from_round': 3}, [1, 2]),
+                                                            ('fedcurv', {'lam': 0.0}, [1, 2, 3]), ('fedcurv', {'lam': 0.1, 'variant': 'fedntd'}, [1])])
+def test_correction_ratio_is_exactly_zero_without_the_term(algorithm, params, zero_rounds):
+    fed = Federation(cfg_of(algorithm, params))
+    ratios = [fed.round(t)['diagnostics']['correction_ratio'] for t in (1, 2, 3)]
+    assert [r == 0 for r in ratios] == [t in zero_rounds for t in (1, 2, 3)], ratios
+
+
+def test_fedprox_correction_ratio_one_step_by_hand():
+    "A large mu, the 'full' convention (factor 2 mu), hand-made θ, θᵍ and g: the exact ratio; read once, then reset."
+    fed = Federation(cfg_of('fedprox', {'mu': 10.0, 'convention': 'full'}))
+    a, P = fed.algo, fed.fm.num_params
+    anchor, theta, g = (torch.randn(P, generator=torch_rng(0, k)) for k in ('anchor', 'theta', 'g'))
+    fed.fm.params.copy_(theta); fed.fm.grad.copy_(g)
+    a._anchor, a._coef = anchor, a.coef
+    a.step(fed.context(0, 1))
+    want = 20.0 * (theta - anchor).double().norm().item() / g.double().norm().item()
+    assert a.diagnostics() == pytest.approx({'correction_ratio': want}, rel=1e-6)
+    assert math.isnan(a.diagnostics()['correction_ratio'])        # no step since: a fresh round
+    fed.fm.params.copy_(anchor); fed.fm.grad.zero_()
+    a.step(fed.context(0, 1))                                      # nothing added to a vanished gradient: 0, not 0/0
+    assert a.diagnostics() == {'correction_ratio': 0.0}

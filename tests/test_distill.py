@@ -1,4 +1,4 @@
-"MOON, FedNTD and the reconstructed FedCAD: zero weight is FedAvg, the losses on hand-made cases, MOON's per-client previous model, resume."
+"MOON, FedNTD and the reconstructed FedCAD: zero weight is FedAvg, the losses on hand-made cases, MOON's per-client previous model, resume, each one's per-round term_share."
 import math
 import pandas as pd
 import pytest
@@ -8,7 +8,7 @@ import torch.nn.functional as F
 import fedrepro.distill  # noqa: F401
 from fedrepro.distill import moon_contrastive, not_true_logits, ntd_loss, fedcad_loss, credibility_matrix, FrozenModel
 from fedrepro.config import ExperimentConfig
-from fedrepro.core import FlatModel
+from fedrepro.core import ALGORITHMS, FlatModel
 from fedrepro.engine import Federation, ClientStore
 from fedrepro.runner import run
 
@@ -168,4 +168,75 @@ def test_run_resumes_identically(tmp_path, algo, params):
     with pytest.raises(Stop):
         run(cfg, tmp_path / 'b', callbacks=[stop])
     resumed = run(cfg, tmp_path / 'b')
-    pd.testing.assert_frame_equal(resumed.metrics[COLS], full.metrics[COLS])
+    pd.testing.assert_frame_equal(resumed.metrics[COLS + ['term_share']], full.metrics[COLS + ['term_share']])
+
+
+# ---- term_share: the term's share of the local loss, per round
+def _old_moon_loss(self, ctx, x, y, logits, z):
+    ce = F.cross_entropy(logits, y)
+    if self._prev is None: return ce
+    return ce + self.hp['mu'] * moon_contrastive(z, self._glob.features(x), self._prev.features(x), self.hp['tau'])
+
+
+OLD_LOSSES = {'moon': _old_moon_loss,    # the hooks before the diagnostic
+              'fedntd': lambda self, ctx, x, y, logits, z: F.cross_entropy(logits, y) + self.hp['beta'] * ntd_loss(logits, self._glob.logits(x), y, self.hp['tau']),
+              'fedcad': lambda self, ctx, x, y, logits, z: F.cross_entropy(logits, y) + self.hp['beta'] * fedcad_loss(logits, self._glob.logits(x), y, self._a)}
+RUNS = [('moon', {'mu': 5.0}), ('fedntd', {}), ('fedcad', {'beta': 0.5})]
+
+
+@pytest.mark.parametrize('algo, params', RUNS)
+def test_term_share_leaves_the_trajectory_unchanged(monkeypatch, algo, params):
+    x = final_x(algo, params, rounds=3)
+    monkeypatch.setattr(ALGORITHMS[algo], 'loss', OLD_LOSSES[algo])
+    assert torch.equal(final_x(algo, params, rounds=3), x)
+
+
+def _share(a, x, y, logits, z):
+    "The term's share of one step's loss, from the formulas: term / (CE + term)."
+    ce = F.cross_entropy(logits, y).item()
+    if a.name == 'moon':
+        if a._prev is None: return 0.0
+        term = a.hp['mu'] * moon_contrastive(z, a._glob.features(x), a._prev.features(x), a.hp['tau']).item()
+    elif a.name == 'fedntd': term = a.hp['beta'] * ntd_loss(logits, a._glob.logits(x), y, a.hp['tau']).item()
+    else: term = a.hp['beta'] * fedcad_loss(logits, a._glob.logits(x), y, a._a).item()
+    return term / (ce + term)
+
+
+@pytest.mark.parametrize('algo, params', RUNS)
+def test_term_share_is_the_rounds_mean_step_share(monkeypatch, algo, params):
+    fed = Federation(ExperimentConfig(algorithm=algo, params=params, **BASE))
+    loss, seen = ALGORITHMS[algo].loss, []
+    monkeypatch.setattr(ALGORITHMS[algo], 'loss', lambda self, ctx, x, y, logits, z: (seen.append(_share(self, x, y, logits.detach(), z.detach())),
+                                                                                       loss(self, ctx, x, y, logits, z))[1])
+    for t in (1, 2, 3):
+        seen.clear()
+        got = fed.round(t)['diagnostics']['term_share']
+        assert got == pytest.approx(sum(seen) / len(seen), rel=1e-5)
+        assert (got == 0) == (algo == 'moon' and t == 1) and 0 <= got < 1      # MOON: no previous model in round 1
+
+
+@pytest.mark.filterwarnings('ignore:algorithm .* is switched off')
+@pytest.mark.parametrize('algo, zero', [('moon', {'mu': 0.0}), ('fedntd', {'beta': 0.0}), ('fedcad', {'beta': 0.0})])
+def test_term_share_is_exactly_zero_at_zero_weight(algo, zero):
+    fed = Federation(ExperimentConfig(algorithm=algo, params=zero, **BASE))
+    assert [fed.round(t)['diagnostics']['term_share'] for t in (1, 2, 3)] == [0.0] * 3
+
+
+def test_term_share_one_step_by_hand():
+    "Large weights, hand-made logits and teachers: the loss is CE + term as before, the share term / (CE + term) exactly; read once, then reset."
+    z, zg, y = torch.tensor([[5., 1., 0., 2.]]), torch.tensor([[-3., 0., 2., 1.]]), torch.tensor([0])
+    ce = -math.log(math.exp(5) / sum(math.exp(v) for v in (5., 1., 0., 2.)))
+    sm = lambda v, tau: [math.exp(a / tau) / sum(math.exp(b / tau) for b in v) for a in v]
+    kl = lambda p, q: sum(pi * math.log(pi / qi) for pi, qi in zip(p, q))
+    ntd = kl(sm([0., 2., 1.], 2.0), sm([1., 0., 2.], 2.0))                         # not-true classes, tau 2, no tau^2
+    cad = 0.25 * kl(sm([-3., 0., 2., 1.], 1.0), sm([5., 1., 0., 2.], 1.0))         # recall of class 0: 0.25
+    con = math.log(1 + math.exp(-2))                                               # z along z_glob, orthogonal to z_prev, tau 0.5
+    teacher = lambda feats: type('T', (), {'logits': staticmethod(lambda x: zg), 'features': staticmethod(lambda x: feats)})()
+    for algo, params, term in (('fedntd', {'beta': 10.0, 'tau': 2.0}, 10.0 * ntd), ('fedcad', {'beta': 10.0}, 10.0 * cad),
+                               ('moon', {'mu': 50.0}, 50.0 * con)):
+        a = ALGORITHMS[algo](ExperimentConfig(algorithm=algo, params=params, **BASE), torch.zeros(1))
+        a._glob, a._prev, a._a = teacher(torch.tensor([[2., 0., 0.]])), teacher(torch.tensor([[0., 3., 0.]])), torch.tensor([.25, 1., 1., 1.])
+        feats = torch.tensor([[1., 0., 0.]])
+        assert a.loss(None, None, y, z, feats).item() == pytest.approx(ce + term, rel=1e-5)
+        assert a.diagnostics() == pytest.approx({'term_share': term / (ce + term)}, rel=1e-5), algo
+        assert math.isnan(a.diagnostics()['term_share'])
