@@ -13,12 +13,10 @@ $(STAMP): settings.ini setup.py
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $(STAMP)
 
-# the default jobs on embedded data, each paper's headline table at mini (FedReg's with Figure 1 and the quickstart), then
-# the book, whose report chapter is judged on what they wrote (and on the committed mini runs for every other artefact).
-# On a fresh clone on 2 cores (2026-11-26, an AMD EPYC): 55.0 min in all, .venv and the book included; the jobs 52.8: FedReg's
-# Table 1 7.5, the quickstart 0.1 (its runs are Table 1's, so it goes second), Figure 1 2.5, FedImp's Table 1 3.1, FedGG's 4.4,
-# FedSSD's Table I 2.8, FedGC's Table 1 32.3
-REPRO ?= fedreg_table1 quickstart fedreg_figure1 fedimp_table1 fedgg_table1 fedssd_table1 fedgc_table1
+# the default jobs on embedded data: each paper's `default_jobs` (its headline table; FedReg's with the quickstart and Figure 1),
+# in the book's order, at five seeds (REPRO=names runs others), then the book, whose report chapter is judged on what they
+# wrote (and on the committed mini runs for every other artefact). Time on 2 cores: see the README.
+REPRO ?=
 repro: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/fedrepro reproduce $(REPRO) --scale $(SCALE) --out repro_out
 	$(BIN)/fedrepro book --results repro_out

@@ -13,8 +13,8 @@ from .config import ExperimentConfig, model_options
 from .runner import run
 
 # %% auto #0
-__all__ = ['SCALES', 'config_from_args', 'repro_dir', 'reproductions', 'job_parameters', 'all_or_nothing', 'quiet_kernel', 'jobs',
-           'check_job', 'reproduce', 'list_all', 'main']
+__all__ = ['SCALES', 'config_from_args', 'repro_dir', 'reproductions', 'job_path', 'job_parameters', 'all_or_nothing',
+           'quiet_kernel', 'jobs', 'check_job', 'reproduce', 'list_all', 'main']
 
 # %% ../nbs/07_cli.ipynb #cb3a1693
 _TYPES = {'int': int, 'float': float, 'str': str, 'int | None': int, 'float | None': float, 'bool': lambda s: _parse_bool(s)}
@@ -112,15 +112,23 @@ def repro_dir() -> Path:
     raise FileNotFoundError("no nbs/repro folder found: install fedrepro from its source tree (pip install -e .) or run from it")
 
 def reproductions() -> list[str]:
-    "The names of the reproduction notebooks."
-    return sorted(p.stem for p in repro_dir().glob('*.ipynb'))
+    "The names of the reproduction notebooks: `nbs/repro`'s, and those of a registered paper that keeps its jobs elsewhere (`Paper.job_dir`)."
+    from fedrepro.core import PAPERS
+    own = [a for k in PAPERS if PAPERS[k].job_dir for a in PAPERS[k].artefacts if (Path(PAPERS[k].job_dir) / f'{a}.ipynb').is_file()]
+    return sorted({p.stem for p in repro_dir().glob('*.ipynb')} | set(own))
+
+def job_path(name: str) -> Path:
+    "The notebook of job `name`: in `nbs/repro`, or in the `job_dir` of the paper that declares it."
+    from fedrepro.core import PAPERS
+    return next((Path(PAPERS[k].job_dir) / f'{name}.ipynb' for k in PAPERS if PAPERS[k].job_dir and name in PAPERS[k].artefacts),
+                repro_dir() / f'{name}.ipynb')
 
 _COMMON = ('scale', 'seeds', 'device', 'data_root', 'out_dir')     # the parameters every reproduction notebook has
 
 def job_parameters(name: str) -> list[str]:
     "The parameters reproduction notebook `name` has beyond the common ones (e.g. `workers`, `profile`)."
     import papermill as pm
-    return [k for k in pm.inspect_notebook(str(repro_dir() / f'{name}.ipynb')) if k not in _COMMON]
+    return [k for k in pm.inspect_notebook(str(job_path(name))) if k not in _COMMON]
 
 _HOW = ('workers', 'backend')     # how a job's runs are executed, not what they compute
 
@@ -186,7 +194,7 @@ def reproduce(name: str, scale: str = 'mini', out='repro_out', seeds=None, devic
     params = dict(scale=scale, device=device, data_root=str(Path(data_root).resolve()), out_dir=str(out), **extra)
     if seeds is not None: params['seeds'] = list(seeds)
     stem = _stem(name, extra)
-    execute = lambda path: pm.execute_notebook(str(repro_dir() / f'{name}.ipynb'), str(path), parameters=params, kernel_name='python3',
+    execute = lambda path: pm.execute_notebook(str(job_path(name)), str(path), parameters=params, kernel_name='python3',
                                                cwd=str(out), progress_bar=progress, **quiet_kernel())
     try: return all_or_nothing(out, stem, execute)
     except pm.PapermillExecutionError as e:
@@ -201,6 +209,9 @@ def list_all() -> str:
     lines += [f'  {n:<12} {ALGORITHMS[n].hparams or ""}' for n in ALGORITHMS]
     try: lines += ['reproductions: ' + ', '.join(reproductions())]
     except FileNotFoundError as e: lines += [f'reproductions: ({e})']
+    from fedrepro.core import PAPERS
+    from fedrepro.repro import report_papers
+    lines += ['papers:'] + [f'  {k:<8} {len(PAPERS[k].claims)} claims; artefacts: {", ".join(PAPERS[k].artefacts)}' for k in report_papers()]
     return '\n'.join(lines)
 
 def main(argv=None):
@@ -210,7 +221,7 @@ def main(argv=None):
     _run_parser(sub)
     sub.add_parser('list', help='list datasets, partitions, models, algorithms and reproductions')
     r = sub.add_parser('reproduce', help='run reproduction notebooks with papermill')
-    r.add_argument('names', nargs='+', metavar='name', help='a reproduction notebook (fedrepro list names them), or a paper for all its artefacts')
+    r.add_argument('names', nargs='*', metavar='name', help="a reproduction notebook (fedrepro list names them), or a paper for all its artefacts; none: every paper's default jobs, as make repro runs them")
     r.add_argument('--scale', default='mini', choices=SCALES)
     r.add_argument('--out', default='repro_out')
     r.add_argument('--seeds', type=_seed_list, default=None, help='comma-separated, e.g. 0,1,2')
@@ -227,7 +238,8 @@ def main(argv=None):
             from fedrepro.book import build_book
             print(f'book: {build_book(results=args.results, quarto=args.quarto) / "index.html"}')
         elif args.command == 'reproduce':
-            todo, extra, start = jobs(args.names), _key_values(args.set), time.perf_counter()
+            from fedrepro.repro import default_jobs
+            todo, extra, start = jobs(args.names or default_jobs()), _key_values(args.set), time.perf_counter()
             for name in todo: check_job(name, args.scale, args.device, extra)      # all refused before the first starts
             for name in todo:
                 t0 = time.perf_counter()

@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_core.ipynb #3058b808
 from __future__ import annotations
-import os, json, hashlib, importlib, pkgutil, tempfile
+import os, json, hashlib, importlib, importlib.metadata, pkgutil, tempfile
 from pathlib import Path
 from typing import Callable, Iterable
 import numpy as np, torch
@@ -37,6 +37,7 @@ def load_modules():
     try:
         for m in pkgutil.iter_modules(fedrepro.__path__):
             if not m.name.startswith('_'): importlib.import_module(f'fedrepro.{m.name}')
+        for ep in importlib.metadata.entry_points(group='fedrepro.papers'): ep.load()     # a paper of another package registers itself
     except BaseException:
         _discovered = False     # the next consult retries, and shows the error again
         raise

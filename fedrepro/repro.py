@@ -4,11 +4,12 @@
 
 # %% ../nbs/09a_repro.ipynb #a2979a61
 from __future__ import annotations
-import math, re
+import math
 from dataclasses import dataclass, field
+from enum import Enum
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
+from typing import Callable, ClassVar
 import numpy as np, pandas as pd
 import fedrepro
 from .core import PAPERS, DATASETS, check
@@ -17,20 +18,102 @@ from .results import run_many, write_repro_csv, seed_stats, mean_std, rounds_sta
 from .metrics import best_accuracy
 
 # %% auto #0
-__all__ = ['SCALES', 'SHOWN_FIELDS', 'SEEDS', 'SWEEP_SEEDS', 'DATA_DIR', 'PRINTED_COLUMNS', 'LEARNED_FACTOR', 'LOSS_EXPLOSION',
-           'SEED_COLUMNS', 'ALPHA', 'OUTCOMES', 'BOOK_ORDER', 'Setting', 'Paper', 'paper_numbers', 'learned_level',
-           'run_health', 'loss_health', 'reference_health', 'margin_cell', 'run_table', 'lr_sweep', 'mini_lr',
-           'sweep_rows', 'sweep_view', 'seed_cells', 'write_seed_csv', 'read_seed_csvs', 'seed_flags', 'table_rows',
-           'unrun_rows', 'paper_view', 'plot_curves', 'Judged', 'Untestable', 'one_sided', 'Compare', 'Band', 'Never',
-           'NotAbove', 'Same', 'Interior', 'Fails', 'Elsewhere', 'Exact', 'Claim', 'combine', 'judge',
-           'paper_artefacts', 'report_papers', 'committed_results', 'artefact_tables', 'artefact_sources',
-           'paper_cells', 'report_verdicts', 'verdict_summary']
+__all__ = ['FAILURES', 'OK', 'BEST_ACC', 'FINAL_ACC', 'ROUNDS', 'SCALES', 'SHOWN_FIELDS', 'MIN_SEEDS', 'SEEDS', 'SWEEP_SEEDS',
+           'DATA_DIR', 'PRINTED_COLUMNS', 'LEARNED_FACTOR', 'LOSS_EXPLOSION', 'PLATEAU_POINTS', 'SEED_COLUMNS', 'ALPHA',
+           'OUTCOMES', 'VERDICT_COLUMNS', 'Word', 'Outcome', 'Basis', 'Kind', 'Health', 'MetricKind', 'Metric',
+           'Mechanism', 'Setting', 'Paper', 'paper_numbers', 'learned_level', 'run_health', 'plateau', 'loss_health',
+           'reference_health', 'target_health', 'margin_cell', 'mechanism_health', 'run_table', 'lr_sweep', 'mini_lr',
+           'sweep_rows', 'sweep_view', 'seed_cells', 'split_health', 'write_seed_csv', 'read_seed_csv',
+           'read_seed_csvs', 'seed_flags', 'table_rows', 'unrun_rows', 'paper_view', 'plot_curves', 'Judged',
+           'Untestable', 'sign_flip', 'effect', 'Compare', 'Band', 'Never', 'NotAbove', 'Same', 'Interior', 'Fails',
+           'Elsewhere', 'OtherQuantity', 'Exact', 'Derived', 'Claim', 'holm', 'combine', 'counts', 'basis', 'judge',
+           'paper_artefacts', 'report_papers', 'default_jobs', 'committed_results', 'artefact_tables',
+           'artefact_sources', 'paper_cells', 'report_verdicts', 'verdict_summary']
+
+# %% ../nbs/09a_repro.ipynb #200c5cdc
+class Word(str, Enum):
+    "A closed set of words: each member is its text (it prints, compares and hashes as that string), so tables and CSVs hold plain words and nothing is parsed back."
+    __str__, __format__, __hash__ = str.__str__, str.__format__, str.__hash__
+
+class Outcome(Word):
+    REPRODUCED = 'reproduced'
+    NOT_REPRODUCED = 'not reproduced'
+    INCONCLUSIVE = 'inconclusive'
+    UNTESTABLE = 'not testable here'
+
+class Basis(Word):
+    "How a verdict was established."
+    EMPIRICAL = 'empirical'              # over seeds
+    CONSTRUCTION = 'by construction'     # exact checks of our code
+    ANALYSIS = 'by analysis'             # a derivation in the chapter that decides it at any scale
+
+class Kind(Word):
+    "What a cell's health says: the run's own failures (evidence), or a precondition of the comparison (not testable)."
+    OK = 'ok'
+    NOT_LEARNED = 'not learned'
+    DIVERGED = 'diverged'
+    COLLAPSED = 'collapsed'
+    REFERENCE = 'reference failed'
+    UNCONVERGED = 'reference not converged'
+    LOW_TARGET = 'target below the learned level'
+    INERT = 'term inert'
+    PRECONDITION = 'precondition failed'
+
+FAILURES = frozenset({Kind.NOT_LEARNED, Kind.DIVERGED, Kind.COLLAPSED})
+
+@dataclass(frozen=True)
+class Health:
+    "A run's or a cell's health: its `kind` and, in words, why."
+    kind: Kind = Kind.OK
+    detail: str = ''
+    def __post_init__(self): object.__setattr__(self, 'kind', Kind(self.kind))
+    @property
+    def ok(self) -> bool: return self.kind is Kind.OK
+    @property
+    def failed(self) -> bool: return self.kind in FAILURES
+    def __str__(self): return self.kind + (f': {self.detail}' if self.detail else '')
+
+OK = Health()
+
+class MetricKind(Word):
+    ACCURACY = 'accuracy'
+    LOSS = 'loss'
+    ROUNDS = 'rounds'               # to a threshold: '-' (inf) when never reached, censored in comparisons
+    RATIO = 'ratio'
+    DIFFERENCE = 'difference'
+    SECONDS = 'seconds'
+    COUNT = 'count'
+    SCORE = 'score'                 # an image score, a correlation, a share
+
+@dataclass(frozen=True)
+class Metric:
+    "A paper's metric, declared once: its kind, which way is better (None: no direction), and for an accuracy which round the paper means."
+    kind: MetricKind
+    better: str | None = 'higher'
+    accuracy: str | None = None     # 'best' (over all rounds) or 'final' (the last round)
+    def __post_init__(self):
+        object.__setattr__(self, 'kind', MetricKind(self.kind))
+        check(self.better in ('higher', 'lower', None), 'better', self.better, "'higher', 'lower' or None")
+        check((self.accuracy in ('best', 'final')) == (self.kind is MetricKind.ACCURACY), 'accuracy', self.accuracy,
+              "'best' or 'final' for an accuracy, None for any other kind")
+
+BEST_ACC, FINAL_ACC = Metric('accuracy', accuracy='best'), Metric('accuracy', accuracy='final')
+ROUNDS = Metric('rounds', 'lower')
+
+@dataclass(frozen=True)
+class Mechanism:
+    "A method's own term: the diagnostic its runs log each round (`column`), the level below which the method is its `base` to the last digit, and the term in words."
+    column: str
+    inert_below: float
+    base: str = 'FedAvg'
+    what: str = ''
 
 # %% ../nbs/09a_repro.ipynb #c74a5241
 SCALES = ('paper', 'mini', 'smoke')
 SHOWN_FIELDS = ('dataset', 'partition', 'model', 'num_clients', 'clients_per_round', 'rounds', 'local_epochs', 'local_steps', 'batch_size', 'lr',
-                'weighting', 'test_size')
-SEEDS = {'paper': [0], 'mini': [0, 1, 2], 'smoke': [0]}
+                'weighting', 'test_size', 'augment', 'normalize')
+MIN_SEEDS = 5                   # the fewest seeds a verdict rests on: the sign-flip test's smallest p at n = 5 is 1/32
+SEEDS = {'paper': list(range(MIN_SEEDS)), 'mini': list(range(MIN_SEEDS)), 'smoke': [0]}
 SWEEP_SEEDS = (10, 11, 12)      # the seeds a sweep of lr or λ decides on: no verdict uses them
 
 @dataclass
@@ -54,6 +137,46 @@ class Paper:
     artefacts: dict = field(default_factory=dict)   # {notebook name: what it regenerates}
     claims: list = field(default_factory=list)
     smoke: dict = field(default_factory=lambda: {'rounds': 2, 'clients_per_round': 2, 'epochs_divisor': 20})
+    metrics: dict = field(default_factory=dict)     # {name: Metric}: every metric its cells write and its claims name
+    feeds: dict = field(default_factory=dict)       # {artefact: claim keys}: the claims each artefact's cells judge
+    mechanisms: dict = field(default_factory=dict)  # {method: Mechanism}: the methods whose own term is checked before a comparison
+    default_jobs: tuple = ()        # the artefacts `make repro` runs for this paper
+    chapter: str = ''               # the notebook of its chapter ('10_fedreg'): the book's and the report's order
+    job_dir: Path | None = None     # where its job notebooks are, when not in the package's `nbs/repro`
+    figure_settings: tuple = ()     # settings and methods only a figure's cells name (Figure C.1's IID runs, an η_s sweep's values)
+    figure_methods: tuple = ()
+    repetitions: str = ''           # what the paper says of its own repetitions ('a single run', 'repeated three times'); ours: `SEEDS`
+
+    def __post_init__(self): self.validate()
+
+    def validate(self):
+        "Refuse, naming it, any setting, method, metric, artefact or claim that a claim, an artefact's feeds, a mechanism or a default job names and the paper does not declare."
+        keys = [c.key for c in self.claims]
+        check(len(set(keys)) == len(keys), f'{self.key} claims', sorted({k for k in keys if keys.count(k) > 1}), 'unique keys')
+        for c in self.claims:
+            for k in c.checks: self._check_names(f'{self.key} claim {c.key}', k)
+        for a, ks in self.feeds.items():
+            check(a in self.artefacts, f'{self.key} feeds', a, f'an artefact: one of {list(self.artefacts)}')
+            for k in ks: check(k in keys, f'{self.key} feeds[{a!r}]', k, f'a claim: one of {keys}')
+        for m, mech in self.mechanisms.items():
+            check(m in self.methods, f'{self.key} mechanisms', m, f'a method: one of {list(self.methods)}')
+            check(mech.base in self.methods, f'{self.key} mechanisms[{m!r}].base', mech.base, f'a method: one of {list(self.methods)}')
+        for j in self.default_jobs: check(j in self.artefacts, f'{self.key} default_jobs', j, f'an artefact: one of {list(self.artefacts)}')
+
+    def _check_names(self, where: str, comparison):
+        "One comparison's setting(s), method(s) and metric, each against the declaration."
+        for attr in ('setting', 'setting_b'):
+            if (v := getattr(comparison, attr, None)) is not None:
+                check(v in [*self.settings, *self.figure_settings], f'{where}: setting', v, f'one of {[*self.settings, *self.figure_settings]}')
+        names = [getattr(comparison, a) for a in ('a', 'b', 'method') if hasattr(comparison, a)] + list(getattr(comparison, 'methods', ()))
+        for v in names: check(v in [*self.methods, *self.figure_methods], f'{where}: method', v, f'one of {[*self.methods, *self.figure_methods]}')
+        if hasattr(comparison, 'metric'): check(comparison.metric in self.metrics, f'{where}: metric', comparison.metric, f'a declared metric: one of {list(self.metrics)}')
+
+    def claims_of(self, artefact: str) -> list:
+        "The claims `artefact`'s cells judge (`feeds`)."
+        check(artefact in self.artefacts, 'artefact', artefact, f'one of {list(self.artefacts)}')
+        keys = self.feeds.get(artefact, ())
+        return [c for c in self.claims if c.key in keys]
 
     def config(self, setting: str, method: str, scale: str = 'paper', **overrides) -> ExperimentConfig:
         "The `ExperimentConfig` of `method` in `setting` at `scale`, with `overrides` (seed, device, ...) applied last."
@@ -118,8 +241,13 @@ class Paper:
             for sc in dict.fromkeys(['paper', scale]):
                 c, s = self.config(st, method, sc), self.settings[st]
                 cols[(st, sc)] = [str(getattr(c, k)) for k in SHOWN_FIELDS] + [str(c.partition_params), str(c.model_params or ''), str(c.params),
-                                                                               s.stand_in if sc != 'paper' else '', s.why if sc != 'paper' else '']
-        return pd.DataFrame(cols, index=list(SHOWN_FIELDS) + ['partition_params', 'model_params', 'params', 'stand-in', 'why'])
+                                                                               s.stand_in if sc != 'paper' else '', s.why if sc != 'paper' else '', self.accuracy_means]
+        return pd.DataFrame(cols, index=list(SHOWN_FIELDS) + ['partition_params', 'model_params', 'params', 'stand-in', 'why', 'accuracy'])
+
+    @property
+    def accuracy_means(self) -> str:
+        "Which round each accuracy metric of the paper reads: 'ACC: best round; ACC@10: final round'."
+        return '; '.join(f'{k}: {m.accuracy} round' for k, m in self.metrics.items() if m.kind is MetricKind.ACCURACY)
 
     def chance(self, setting: str, scale: str) -> float:
         "Chance accuracy of the setting's data at `scale`: one over the number of classes."
@@ -140,51 +268,81 @@ def paper_numbers(key: str) -> pd.DataFrame:
 # %% ../nbs/09a_repro.ipynb #c9efbfc9
 LEARNED_FACTOR = 2       # a run learned when its best accuracy reaches twice chance ...
 LOSS_EXPLOSION = 10      # ... and diverged when its test loss exceeds ten times the initial one, or is not finite
+PLATEAU_POINTS = 0.01    # a reference has plateaued when the best of its last fifth is within this of its overall best and of the fifth before
 
 def learned_level(chance: float) -> float:
     "The accuracy a run must reach to count as having learned: twice chance, or a quarter of the way to 1 where twice chance is out of reach."
     return min(LEARNED_FACTOR * chance, chance + (1 - chance) / 4)
 
-def run_health(curve: pd.DataFrame, chance: float) -> str:
-    "'ok', or why the run cannot support a claim: its loss was not finite or exploded, its accuracy got pinned, or it never learned."
-    ev = curve.dropna(subset=['test_acc']).sort_values('round')
+def _evaluated(curve: pd.DataFrame) -> pd.DataFrame: return curve.dropna(subset=['test_acc']).sort_values('round')
+
+def run_health(curve: pd.DataFrame, chance: float) -> Health:
+    "`OK`, or why the run failed: its loss was not finite or exploded, its accuracy got pinned, it never learned, or it learned and fell back below the learned level by its last round."
+    ev = _evaluated(curve)
     if 'test_loss' in ev:
         loss = ev['test_loss'].to_numpy(float)
         if not np.isfinite(loss).all():
-            return f"diverged: test loss not finite from round {int(ev['round'].to_numpy()[~np.isfinite(loss)][0])}"
+            return Health(Kind.DIVERGED, f"test loss not finite from round {int(ev['round'].to_numpy()[~np.isfinite(loss)][0])}")
         if loss.max() > LOSS_EXPLOSION * loss[0]:
             r = int(ev['round'].iloc[int(loss.argmax())])
-            return f'diverged: test loss {loss.max():.3g} at round {r}, over {LOSS_EXPLOSION}× the initial {loss[0]:.3g}'
+            return Health(Kind.DIVERGED, f'test loss {loss.max():.3g} at round {r}, over {LOSS_EXPLOSION}× the initial {loss[0]:.3g}')
     acc, level = ev['test_acc'].to_numpy(float), learned_level(chance)
-    if acc.max() < level: return f'not learned: best accuracy {acc.max():.3f} < {level:.3f} ({LEARNED_FACTOR}× chance {chance:.3f})'
+    if acc.max() < level: return Health(Kind.NOT_LEARNED, f'best accuracy {acc.max():.3f} < {level:.3f} ({LEARNED_FACTOR}× chance {chance:.3f})')
     tail = acc[-3:]
     if len(acc) > 3 and np.ptp(tail) < 1e-9 and tail[-1] < level:
-        return f'diverged: accuracy pinned at {tail[-1]:.3f} over the last 3 rounds after a best of {acc.max():.3f}'
-    return 'ok'
+        return Health(Kind.DIVERGED, f'accuracy pinned at {tail[-1]:.3f} over the last 3 rounds after a best of {acc.max():.3f}')
+    if acc[-1] < level:
+        return Health(Kind.COLLAPSED, f'best accuracy {acc.max():.3f} at round {int(ev["round"].iloc[int(acc.argmax())])}, back to {acc[-1]:.3f} < {level:.3f} by the last round')
+    return OK
 
-def loss_health(losses, chance: float) -> str:
-    "For a forgetting experiment's per-round mean loss of the global model: 'diverged' when not finite or over ten times a chance-level model's $\\ln C$, 'not learned' when it ends above 0.9 $\\ln C$."
+def plateau(curve: pd.DataFrame) -> Health:
+    "`OK` when the run has plateaued: the best accuracy of its last fifth of evaluated rounds is within `PLATEAU_POINTS` of its overall best and no more than that above the fifth before's; else `UNCONVERGED`, with the numbers."
+    acc = _evaluated(curve)['test_acc'].to_numpy(float)
+    n = len(acc) // 5
+    if n == 0: return Health(Kind.UNCONVERGED, f'{len(acc)} evaluated rounds, too few to see a plateau')
+    last, before, best = acc[-n:].max(), acc[-2 * n:-n].max(), acc.max()
+    if last < best - PLATEAU_POINTS: return Health(Kind.UNCONVERGED, f'best of the last fifth {last:.3f}, more than {PLATEAU_POINTS:g} under its best {best:.3f}')
+    if last > before + PLATEAU_POINTS: return Health(Kind.UNCONVERGED, f'still rising: best of the last fifth {last:.3f} against {before:.3f} the fifth before')
+    return OK
+
+def loss_health(losses, chance: float) -> Health:
+    "For a forgetting experiment's per-round mean loss of the global model: diverged when not finite or over ten times a chance-level model's $\\ln C$, not learned when it ends above 0.9 $\\ln C$."
     v, chance_loss = np.asarray(losses, float), math.log(1 / chance)
-    if not np.isfinite(v).all(): return 'diverged: a mean loss is not finite'
-    if v.max() > LOSS_EXPLOSION * chance_loss: return f'diverged: mean loss {v.max():.3g}, over {LOSS_EXPLOSION}× a chance-level model\'s {chance_loss:.3g}'
-    if v[-1] >= 0.9 * chance_loss: return f'not learned: the global model\'s mean loss ends at {v[-1]:.3g}, not below 0.9 × a chance-level model\'s {chance_loss:.3g}'
-    return 'ok'
+    if not np.isfinite(v).all(): return Health(Kind.DIVERGED, 'a mean loss is not finite')
+    if v.max() > LOSS_EXPLOSION * chance_loss: return Health(Kind.DIVERGED, f"mean loss {v.max():.3g}, over {LOSS_EXPLOSION}× a chance-level model's {chance_loss:.3g}")
+    if v[-1] >= 0.9 * chance_loss: return Health(Kind.NOT_LEARNED, f"the global model's mean loss ends at {v[-1]:.3g}, not below 0.9 × a chance-level model's {chance_loss:.3g}")
+    return OK
 
 # %% ../nbs/09a_repro.ipynb #b36f26a5
-def reference_health(health: dict, reference: str = 'FedAvg') -> str:
-    "The health of a cell measured against `reference`'s run (a target accuracy, a difference): 'ok', or that run's own flag."
-    return 'ok' if health.get(reference, 'ok') == 'ok' else f"reference {reference} {health[reference]}"
+def reference_health(health: dict, reference: str = 'FedAvg') -> Health:
+    "The health of a cell measured against `reference`'s run (a difference): `OK`, or `REFERENCE` with that run's failure. The compared method's own failure is not this: it is evidence."
+    h = health.get(reference, OK)
+    return OK if h.ok else Health(Kind.REFERENCE, f'{reference} {h}')
+
+def target_health(runs: dict, health: dict, reference: str, chance: float, targets=()) -> Health:
+    "The health of a cell measured against a target that `reference`'s run defines (its best accuracy, or a share of it): that run learned, has plateaued (`plateau`), and each accuracy target in `targets` is at or above the learned level."
+    if reference not in runs: return Health(Kind.PRECONDITION, f'no {reference} run to set the target')
+    if not (h := reference_health(health, reference)).ok: return h
+    if not (p := plateau(runs[reference])).ok: return Health(Kind.UNCONVERGED, f'{reference}: {p.detail}')
+    level = learned_level(chance)
+    if (low := [t for t in targets if t < level]): return Health(Kind.LOW_TARGET, f"a target from {reference}'s run, {min(low):.3f}, is under the learned level {level:.3f}")
+    return OK
 
 def margin_cell(method: str, values: dict, health: dict) -> dict:
-    "`method`'s value less the best of the others', flagged where any other method's run is not healthy."
+    "`method`'s value less the best of the others'. A baseline that failed stays in at what it measured (a failure is evidence), so the cell is healthy."
     others = [m for m in values if m != method]
-    bad = [f'{m} {health[m]}' for m in others if health.get(m, 'ok') != 'ok']
-    return dict(method=method, metric='margin over the best baseline', value=values[method] - max(values[m] for m in others),
-                health='ok' if not bad else 'baseline ' + '; '.join(bad))
+    return dict(method=method, metric='margin over the best baseline', value=values[method] - max(values[m] for m in others), health=OK)
 
+def mechanism_health(curve: pd.DataFrame, method: str, mechanism: Mechanism) -> Health:
+    "`INERT` when `method`'s own term, the median over rounds of its logged `mechanism.column`, is below the level at which it is its base method; `PRECONDITION` when the run logs no such column."
+    if mechanism.column not in curve: return Health(Kind.PRECONDITION, f'{method} logs no {mechanism.column!r}')
+    size = float(np.nanmedian(curve[mechanism.column].abs().to_numpy(float)))
+    if size < mechanism.inert_below:
+        return Health(Kind.INERT, f"{method}'s term is inert at this scale ({mechanism.what or mechanism.column} {size:.3g} < {mechanism.inert_below:g}: {method} is {mechanism.base})")
+    return OK
 
 # %% ../nbs/09a_repro.ipynb #2d3129a1
-SEED_COLUMNS = ['setting', 'method', 'seed', 'metric', 'value', 'rounds', 'health']
+SEED_COLUMNS = ['setting', 'method', 'seed', 'metric', 'value', 'rounds', 'health', 'detail']   # health: a `Kind`; detail: why, in words
 
 def run_table(paper: Paper, settings, scale: str, seeds, out, device: str = 'auto', data_root: str = 'data', methods=None,
               workers: int | None = None, backend: str = 'local', **overrides) -> pd.DataFrame:
@@ -205,12 +363,12 @@ def lr_sweep(paper: Paper, setting: str, lrs, seed: int, out, scale: str = 'mini
     methods = list(methods or paper.run_methods(setting, scale))
     cfgs = [paper.config(setting, m, scale, seed=seed, lr=lr, **overrides) for lr in lrs for m in methods]
     chance = paper.chance(setting, scale)
-    return pd.DataFrame([dict(rounds=c.rounds, lr=c.lr, method=m, best=best_accuracy(r.metrics), health=run_health(r.metrics, chance))
+    return pd.DataFrame([dict(rounds=c.rounds, lr=c.lr, method=m, best=best_accuracy(r.metrics), health=str(run_health(r.metrics, chance)))
                          for c, m, r in zip(cfgs, methods * len(lrs), run_many(cfgs, out, workers, backend))])
 
 def mini_lr(sweep: pd.DataFrame) -> float:
     "The learning rate of a sweep at which the most methods learned without diverging (`health` 'ok'); among equals, the largest."
-    healthy = sweep.assign(ok=sweep['health'] == 'ok').groupby('lr')['ok'].sum()
+    healthy = sweep.assign(ok=sweep['health'] == Kind.OK).groupby('lr')['ok'].sum()
     check(healthy.max() > 0, 'sweep', sorted(set(sweep['lr'])), 'at least one learning rate at which some method learned without diverging')
     return float(max(healthy.index[healthy == healthy.max()]))
 
@@ -228,51 +386,69 @@ def sweep_view(sweep: pd.DataFrame, index) -> pd.DataFrame:
                                                                                ).sort_index(ascending=False)[list(dict.fromkeys(sweep['method']))].fillna('–')
 
 def seed_cells(paper: Paper, curves: pd.DataFrame, scale: str) -> pd.DataFrame:
-    "The paper's metrics of every setting, method and seed (`SEED_COLUMNS`); a cell's `health` is its run's, or the metric's own precondition."
+    "The paper's metrics of every setting, method and seed (`SEED_COLUMNS`), each cell with its health: the cell's own precondition, else its run's failure, else its method's term found inert (`Paper.mechanisms`)."
     rows = []
     for (st, sd), g in curves.groupby(['setting', 'seed'], sort=False):
         chance = paper.chance(st, scale)
         runs = {m: c for m, c in g.groupby('method', sort=False)}
         health = {m: run_health(c, chance) for m, c in runs.items()}
         for cell in paper.cells(runs, chance, health):
-            rounds = int(runs[cell['method']]['round'].max()) if cell['method'] in runs else None
-            own = health.get(cell['method'], 'ok')
-            rows.append(dict(setting=st, method=cell['method'], seed=int(sd), metric=cell['metric'], value=float(cell['value']),
-                             rounds=rounds, health=own if own != 'ok' else cell.get('health', 'ok')))
+            m, k = cell['method'], cell['metric']
+            check(k in paper.metrics, f'{paper.key} cell metric', k, f'a declared metric: one of {list(paper.metrics)}')
+            h = _cell_health(cell.get('health', OK), health.get(m, OK), runs.get(m), m, paper.mechanisms.get(m))
+            rows.append(dict(setting=st, method=m, seed=int(sd), metric=k, value=float(cell['value']),
+                             rounds=int(runs[m]['round'].max()) if m in runs else None, health=h.kind.value, detail=h.detail))
     return pd.DataFrame(rows, columns=SEED_COLUMNS)
 
+def _cell_health(own: Health, run: Health, curve, method: str, mechanism) -> Health:
+    "A comparison's precondition on the cell first, then the run's failure (evidence), then its term's size."
+    check(isinstance(own, Health), 'cell health', own, 'a Health (fedrepro.repro.Health), not text')
+    if not own.ok: return own
+    if not run.ok: return run
+    return mechanism_health(curve, method, mechanism) if mechanism and curve is not None else OK
+
+def split_health(cells: pd.DataFrame) -> pd.DataFrame:
+    "Cells as `SEED_COLUMNS` hold them: a `health` column of `Health` (as a job builds them) split into its kind and `detail`; cells that have `detail` as they are."
+    if 'detail' in cells: return cells
+    check(all(isinstance(h, Health) for h in cells['health']), 'health', next((h for h in cells['health'] if not isinstance(h, Health)), None),
+          'a Health (fedrepro.repro.Health) in every cell, not text')
+    return cells.assign(detail=[h.detail for h in cells['health']], health=[h.kind.value for h in cells['health']])
+
 def write_seed_csv(cells: pd.DataFrame, out_dir, name: str) -> Path:
-    "Write the per-seed cells to `<out_dir>/<name>_seeds.csv` (the evidence every verdict reads)."
+    "Write the per-seed cells to `<out_dir>/<name>_seeds.csv` (the evidence every verdict reads); a `health` column of `Health` is written as its kind and `detail`."
+    cells = split_health(cells)
     check(list(cells.columns) == SEED_COLUMNS, 'columns', list(cells.columns), f'exactly {SEED_COLUMNS}')
     path = Path(out_dir) / f'{name}_seeds.csv'
     path.parent.mkdir(parents=True, exist_ok=True)
     cells.to_csv(path, index=False)
     return path
 
+def read_seed_csv(path) -> pd.DataFrame:
+    "One `_seeds.csv`, refused in one line when its columns are not `SEED_COLUMNS` (written by an older fedrepro: re-run its job)."
+    cells = pd.read_csv(path, dtype={'health': str, 'detail': str})
+    check(list(cells.columns) == SEED_COLUMNS, f'columns of {Path(path).name}', list(cells.columns), f'exactly {SEED_COLUMNS} (re-run its job)')
+    return cells.assign(detail=cells['detail'].fillna(''))
+
 def read_seed_csvs(folder, prefix: str) -> pd.DataFrame:
     "Every `<prefix>*_seeds.csv` of `folder` as one table, a cell that two artefacts share (one run, two tables) once (empty, with the columns, when there is none)."
     files = sorted(Path(folder).glob(f'{prefix}*_seeds.csv'))
     if not files: return pd.DataFrame(columns=SEED_COLUMNS)
-    return pd.concat([pd.read_csv(f) for f in files], ignore_index=True).drop_duplicates(['setting', 'method', 'seed', 'metric'], ignore_index=True)
+    return pd.concat([read_seed_csv(f) for f in files], ignore_index=True).drop_duplicates(['setting', 'method', 'seed', 'metric'], ignore_index=True)
 
 # %% ../nbs/09a_repro.ipynb #8d38f65f
-def _is_rounds(metric: str) -> bool:
-    "A round count ('R0.5', 'rounds to 50%', 'communication to ...', rounds times a payload): '-' when never reached, censored in comparisons."
-    return bool(re.match(r'R[\d.]+$|rounds|communication', metric))
-
 def seed_flags(g: pd.DataFrame) -> str:
     "' ⚠ seeds 1, 2 diverged': the seeds whose cells are flagged, by kind (the reasons in full are in the per-seed cells)."
     kinds = {}
     for sd, h in zip(g['seed'], g['health']):
-        if h != 'ok': kinds.setdefault(h.split(':')[0], []).append(str(sd))
+        if h != Kind.OK: kinds.setdefault(h, []).append(str(sd))
     return ''.join(f" ⚠ seed{'s' if len(v) > 1 else ''} {', '.join(v)} {k}" for k, v in kinds.items())
 
 def table_rows(paper: Paper, cells: pd.DataFrame, scale: str, table: str | None = None, digits: int = 3) -> pd.DataFrame:
     "The CSV contract's rows (mean over seeds as `ours`, the paper's number beside it) and `shown`, the book's text with every flagged seed named."
-    rows = []
+    rows, cells = [], split_health(cells)
     for (st, m, k), g in cells.groupby(['setting', 'method', 'metric'], sort=False):
         v = g['value'].to_numpy(float)
-        if _is_rounds(k): ours, shown = rounds_stats(np.where(np.isinf(v), np.nan, v))
+        if paper.metrics[k].kind is MetricKind.ROUNDS: ours, shown = rounds_stats(np.where(np.isinf(v), np.nan, v))
         else: ours, shown = seed_stats(v)[0], mean_std(v, digits)
         rows.append(dict(setting=st, method=m, metric=k, paper=paper.paper_value(st, m, k, table), ours='-' if np.isnan(ours) else ours,
                          scale=scale, seeds=','.join(map(str, sorted(g['seed']))), shown=shown + seed_flags(g)))
@@ -326,14 +502,16 @@ def plot_curves(paper: Paper, curves: pd.DataFrame, scale: str, authors: pd.Data
 
 # %% ../nbs/09a_repro.ipynb #cf402a49
 ALPHA = 0.05
-OUTCOMES = ('reproduced', 'not reproduced', 'inconclusive', 'not testable here')
+OUTCOMES = tuple(Outcome)
 
 @dataclass
 class Judged:
-    "One comparison's outcome, its evidence (per-seed numbers and the statistic) and the preconditions it rested on."
-    outcome: str
+    "One comparison: its outcome before the claim's correction, its evidence, the seeds left out and why, and its one-sided p-values for and against the claim (0 or 1 where the check counts rather than tests)."
+    outcome: Outcome
     evidence: str
     excluded: str = ''
+    p_for: float = 1.0
+    p_against: float = 1.0
 
 class Untestable(Exception):
     "A precondition failed: the comparison cannot be made here (the reason is the message)."
@@ -343,124 +521,137 @@ def _fmt(v: float) -> str:
     if np.isinf(v): return '-'
     return f'{v:.3f}' if abs(v) < 1 else f'{v:.0f}' if v == int(v) else f'{v:.3g}'
 
+def sign_flip(d, alternative: str) -> float:
+    "The exact one-sided p of the paired sign-flip (permutation) test of `d`'s mean against 0: the share of the $2^n$ sign patterns of $|d|$ whose sum lies at least as far towards `alternative` ('greater' or 'less') as the observed one (above 16 values, $2^{16}$ seeded random patterns)."
+    d = np.asarray(d, float)
+    n = len(d)
+    bits = np.random.default_rng(0).integers(0, 2, (2 ** 16, n)) if n > 16 else (np.arange(2 ** n)[:, None] >> np.arange(n)) & 1
+    sums, observed, tol = (1 - 2 * bits) @ np.abs(d), d.sum(), 1e-9 * np.abs(d).sum()
+    return float(np.mean(sums >= observed - tol) if alternative == 'greater' else np.mean(sums <= observed + tol))
+
+def effect(d) -> str:
+    "The mean of `d` and its 95% $t$ interval, as text: the size of the effect beside the test's p (the interval describes; the sign-flip test decides)."
+    from scipy import stats                          # here, not at import: scipy.stats takes a third of a second to load
+    d = np.asarray(d, float)
+    m, half = d.mean(), stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
+    return f'mean {m:+.3g} [95% CI {m - half:+.3g}, {m + half:+.3g}]'
+
 def _series(cells: pd.DataFrame, setting: str, method: str, metric: str):
-    "Per-seed values (a round count never reached is inf) and the reasons of the seeds excluded."
+    "Per-seed values (index: seed) of the seeds that can be compared, healthy or failed (intention to treat: a failure stays in at what it measured), their budgets, the seeds left out with why (a precondition failed), and the failures kept."
     g = cells[(cells['setting'] == setting) & (cells['method'] == method) & (cells['metric'] == metric)]
     if g.empty: raise Untestable(f'{setting} / {method} / {metric}: no per-seed results at this scale')
-    ok = g[g['health'] == 'ok']
-    bad = [f"{method} seed {s}: {h}" for s, h in zip(g['seed'], g['health']) if h != 'ok']
-    return ok.set_index('seed')['value'].astype(float), ok.set_index('seed')['rounds'], bad
+    kinds = [Kind(h) for h in g['health']]
+    keep = np.array([k is Kind.OK or k in FAILURES for k in kinds])
+    out = [f'{method} seed {s}: {Health(k, d)}' for s, k, d, kp in zip(g['seed'], kinds, g['detail'], keep) if not kp]
+    failed = [(s, f'{method} seed {s} {k}') for s, k in zip(g['seed'], kinds) if k in FAILURES]
+    kept = g[keep].set_index('seed')
+    return kept['value'].astype(float), kept['rounds'].astype(float), out, failed
 
-def _censored(v: pd.Series, rounds: pd.Series) -> pd.Series:
-    "A threshold never reached counts as one round past the run's budget: a lower bound, so a difference is never overstated against it."
-    return v.where(~np.isinf(v), rounds.astype(float) + 1)
+def _need(n: int, out: list, what: str, need: int = MIN_SEEDS):
+    if n < need: raise Untestable(f'{what}: {n} seed{"s" if n != 1 else ""} to compare, at least {need} needed' + (f" ({'; '.join(out)})" if out else ''))
 
-def one_sided(d, alternative: str) -> tuple[float, float]:
-    "Student's t statistic of the mean of `d` against 0 and its one-sided p-value ('less' or 'greater'); exact 0/1 when every value agrees."
-    d = np.asarray(d, float)
-    m, s = d.mean(), d.std(ddof=1)
-    if s == 0:
-        if m == 0: return 0.0, 1.0
-        t = math.copysign(math.inf, m)
-        return t, 0.0 if (m < 0) == (alternative == 'less') else 1.0
-    t = m / (s / math.sqrt(len(d)))
-    from scipy import stats                          # here, not at import: scipy.stats takes a third of a second to load
-    return t, float(stats.t.cdf(t, len(d) - 1) if alternative == 'less' else stats.t.sf(t, len(d) - 1))
+def _floor(va: pd.Series, vb: pd.Series, budgets, better: str):
+    "Both series under one map: a threshold never reached (inf) censored at the budget (or the largest finite value, if larger), a value a failed run left undefined (NaN) set to the worst finite one. The same map for both methods, so under the null a pair stays exchangeable and the sign-flip test stays exact."
+    both = pd.concat([va, vb]).to_numpy()
+    finite = both[np.isfinite(both)]
+    cap = max([*budgets, *finite]) if np.isinf(both).any() else math.inf
+    worst = (finite.min() if better == 'higher' else finite.max()) if finite.size else 0.0
+    fix = lambda v: v.where(~np.isinf(v), cap).fillna(worst)
+    return fix(va), fix(vb)
 
-def _paired(cells: pd.DataFrame, setting: str, metric: str, a: str, b: str, need: int = 3, setting_b: str | None = None):
-    "Methods `a` and `b` (`b` in `setting_b` if given) on the seeds where both are healthy (round counts censored), those seeds, and the reasons of the seeds left out."
-    va, ra, bad_a = _series(cells, setting, a, metric)
-    vb, rb, bad_b = _series(cells, setting_b or setting, b, metric)
-    seeds, bad = va.index.intersection(vb.index), bad_a + bad_b
-    _need(len(seeds), bad, f"{setting}, {a} vs {b}{f' in {setting_b}' if setting_b else ''}", need)
-    if _is_rounds(metric): va, vb = _censored(va, ra), _censored(vb, rb)
-    return va[seeds], vb[seeds], seeds, '; '.join(bad)
+def _paired(cells: pd.DataFrame, setting: str, metric: str, a: str, b: str, better: str, need: int = MIN_SEEDS, setting_b: str | None = None):
+    "Methods `a` and `b` (`b` in `setting_b` if given) on the seeds both can be compared on (`_series`, `_floor`), those seeds, the reasons of the seeds left out, and the failures kept."
+    va, ra, out_a, fail_a = _series(cells, setting, a, metric)
+    vb, rb, out_b, fail_b = _series(cells, setting_b or setting, b, metric)
+    seeds, out = va.index.intersection(vb.index), out_a + out_b
+    _need(len(seeds), out, f"{setting}, {a} vs {b}{f' in {setting_b}' if setting_b else ''}", need)
+    va, vb = _floor(va[seeds], vb[seeds], [*ra[seeds], *rb[seeds]], better)
+    return va, vb, seeds, '; '.join(out), [f for s, f in fail_a + fail_b if s in seeds]
 
-def _need(n: int, bad: list, what: str, need: int = 3):
-    if n < need: raise Untestable(f'{what}: {n} healthy seed{"s" if n != 1 else ""}, at least {need} needed' + (f" ({'; '.join(bad)})" if bad else ''))
+def _failures(kept: list) -> str: return f"; failures kept as evidence: {', '.join(kept)}" if kept else ''
+def _seeds(seeds) -> str: return 'seeds ' + ', '.join(map(str, seeds))
+def _values(v) -> str: return '[' + ', '.join(_fmt(x) for x in v) + ']'
 
 @dataclass(frozen=True)
 class Compare:
-    "Method `a`'s `metric` is `better` ('lower' or 'higher') than method `b`'s in `setting` (`b`'s in `setting_b`, if given): a one-sided paired t-test over seeds."
+    "Method `a`'s `metric` is `better` ('lower' or 'higher') than method `b`'s in `setting` (`b`'s in `setting_b`, if given): the exact one-sided paired sign-flip test over seeds."
     setting: str
     metric: str
     a: str
     b: str
     better: str = 'lower'
     setting_b: str | None = None
+    basis: ClassVar[Basis] = Basis.EMPIRICAL
 
     def judge(self, cells: pd.DataFrame) -> Judged:
-        va, vb, seeds, bad = _paired(cells, self.setting, self.metric, self.a, self.b, setting_b=self.setting_b)
+        va, vb, seeds, out, kept = _paired(cells, self.setting, self.metric, self.a, self.b, self.better, setting_b=self.setting_b)
         d = (va - vb).to_numpy()
         claim, other = ('less', 'greater') if self.better == 'lower' else ('greater', 'less')
-        t, p = one_sided(d, claim)
-        p_other = one_sided(d, other)[1]
-        outcome = 'reproduced' if p < ALPHA else 'not reproduced' if p_other < ALPHA else 'inconclusive'
-        show = lambda v, s: '[' + ', '.join(_fmt(x) for x in v[s]) + ']'
+        p, q = sign_flip(d, claim), sign_flip(d, other)
         b = self.b if self.setting_b is None else f'{self.b} in {self.setting_b}'
-        ev = (f"{self.setting} {self.metric}: {self.a} {show(_series(cells, self.setting, self.a, self.metric)[0], seeds)} vs {b} {show(_series(cells, self.setting_b or self.setting, self.b, self.metric)[0], seeds)} "
-              f"(seeds {', '.join(map(str, seeds))}; paired t {t:.2f}, one-sided p {p:.3g})")
-        return Judged(outcome, ev, bad)
+        ev = (f"{self.setting} {self.metric}: {self.a} {_values(va)} vs {b} {_values(vb)} ({_seeds(seeds)}; {self.a} − {self.b} {effect(d)}; "
+              f"sign-flip p {p:.3g}{_failures(kept)})")
+        return Judged(_decide(p, q), ev, out, p, q)
+
+def _decide(p: float, q: float) -> Outcome:
+    return Outcome.REPRODUCED if p < ALPHA else Outcome.NOT_REPRODUCED if q < ALPHA else Outcome.INCONCLUSIVE
 
 @dataclass(frozen=True)
 class Band:
-    "`method`'s `metric` in `setting` lies in [lo, hi]: one-sided t-tests of the seeds' mean against each finite bound."
+    "`method`'s `metric` in `setting` lies in [lo, hi]: a sign-flip test of the seeds' values against each finite bound; place it around the paper's claim, not at its single run's estimate."
     setting: str
     method: str
     metric: str
     lo: float = -math.inf
     hi: float = math.inf
+    basis: ClassVar[Basis] = Basis.EMPIRICAL
 
     def judge(self, cells: pd.DataFrame) -> Judged:
-        v, _, bad = _series(cells, self.setting, self.method, self.metric)
-        _need(len(v), bad, f'{self.setting}, {self.method}')
-        holds, fails, parts = [], [], []
-        for bound, claim, other in ((self.lo, 'greater', 'less'), (self.hi, 'less', 'greater')):
-            if not np.isfinite(bound): continue
-            t, p = one_sided(v.to_numpy() - bound, claim)
-            holds.append(p < ALPHA); fails.append(one_sided(v.to_numpy() - bound, other)[1] < ALPHA)
-            parts.append(f"{'>' if claim == 'greater' else '<'} {bound:g}: t {t:.2f}, p {p:.3g}")
-        outcome = 'reproduced' if all(holds) else 'not reproduced' if any(fails) else 'inconclusive'
-        ev = f"{self.setting} {self.method} {self.metric} [{', '.join(_fmt(x) for x in v)}] (seeds {', '.join(map(str, v.index))}; {'; '.join(parts)})"
-        return Judged(outcome, ev, '; '.join(bad))
+        v, _, out, failed = _series(cells, self.setting, self.method, self.metric)
+        out += [f'{self.method} seed {s}: value undefined' for s in v.index[v.isna()]]
+        v, failed = v.dropna(), [f for s, f in failed if s in v.dropna().index]
+        _need(len(v), out, f'{self.setting}, {self.method}')
+        bounds = [(b, c) for b, c in ((self.lo, 'greater'), (self.hi, 'less')) if np.isfinite(b)]
+        ps = [(sign_flip(v - b, c), sign_flip(v - b, 'less' if c == 'greater' else 'greater')) for b, c in bounds]
+        parts = '; '.join(f"{'>' if c == 'greater' else '<'} {b:g}: p {p:.3g}" for (b, c), (p, _) in zip(bounds, ps))
+        p, q = max(p for p, _ in ps), min(q for _, q in ps)      # every bound must hold; one crossed contradicts (both cannot be: no correction)
+        ev = f"{self.setting} {self.method} {self.metric} {_values(v)} ({_seeds(v.index)}; {parts}{_failures(failed)})"
+        return Judged(_decide(p, q), ev, '; '.join(out), p, q)
 
 @dataclass(frozen=True)
 class Never:
-    "`method` never reaches the threshold of round metric `metric` in `setting`, on every seed (`reached=True`: reaches it on every seed)."
+    "`method` never reaches the threshold of round metric `metric` in `setting`, on every seed (`reached=True`: reaches it on every seed); a failed run stays in."
     setting: str
     method: str
     metric: str
     reached: bool = False
+    basis: ClassVar[Basis] = Basis.EMPIRICAL
 
     def judge(self, cells: pd.DataFrame) -> Judged:
-        v, _, bad = _series(cells, self.setting, self.method, self.metric)
-        _need(len(v), bad, f'{self.setting}, {self.method}')
-        hit = np.isfinite(v.to_numpy())
-        want = hit if self.reached else ~hit
-        outcome = 'reproduced' if want.all() else 'not reproduced' if not want.any() else 'inconclusive'
-        ev = f"{self.setting} {self.method} {self.metric} [{', '.join(_fmt(x) for x in v)}] ({'reached' if self.reached else 'never reached'} on {int(want.sum())} of {len(v)} seeds)"
-        return Judged(outcome, ev, '; '.join(bad))
+        v, _, out, failed = _series(cells, self.setting, self.method, self.metric)
+        _need(len(v), out, f'{self.setting}, {self.method}')
+        want = np.isfinite(v.to_numpy()) == self.reached
+        outcome = Outcome.REPRODUCED if want.all() else Outcome.NOT_REPRODUCED if not want.any() else Outcome.INCONCLUSIVE
+        ev = f"{self.setting} {self.method} {self.metric} {_values(v)} ({'reached' if self.reached else 'never reached'} on {int(want.sum())} of {len(v)} seeds{_failures([f for _, f in failed])})"
+        return Judged(outcome, ev, '; '.join(out), float(not want.all()), float(want.any()))
 
 @dataclass(frozen=True)
 class NotAbove:
-    "Method `a`'s `metric` is not above `b`'s by more than `margin`: the one-sided 95% upper bound of the paired mean difference is at most `margin`."
+    "Method `a`'s `metric` is not above `b`'s by more than `margin` (non-inferiority: 'comparable', 'competitive'): sign-flip tests of the paired differences against the margin, below it for the claim, above it against."
     setting: str
     metric: str
     a: str
     b: str
     margin: float
+    basis: ClassVar[Basis] = Basis.EMPIRICAL
 
     def judge(self, cells: pd.DataFrame) -> Judged:
-        va, vb, seeds, bad = _paired(cells, self.setting, self.metric, self.a, self.b)
+        va, vb, seeds, out, kept = _paired(cells, self.setting, self.metric, self.a, self.b, 'lower')
         d = (va - vb).to_numpy()
-        n, m, s = len(d), d.mean(), d.std(ddof=1)
-        from scipy import stats
-        upper = m + stats.t.ppf(1 - ALPHA, n - 1) * s / math.sqrt(n)
-        _, p_above = one_sided(d, 'greater')
-        outcome = 'reproduced' if upper <= self.margin else 'not reproduced' if p_above < ALPHA else 'inconclusive'
-        ev = (f"{self.setting} {self.metric}: {self.a} − {self.b} [{', '.join(f'{x:+.3f}' for x in d)}] (seeds {', '.join(map(str, seeds))}; "
-              f"mean {m:+.3f}, 95% upper bound {upper:+.3f} vs margin {self.margin:g}; p(above) {p_above:.3g})")
-        return Judged(outcome, ev, bad)
+        p, q = sign_flip(d - self.margin, 'less'), sign_flip(d - self.margin, 'greater')
+        ev = (f"{self.setting} {self.metric}: {self.a} − {self.b} [{', '.join(f'{x:+.3f}' for x in d)}] ({_seeds(seeds)}; {effect(d)} against the margin "
+              f"{self.margin:g}; p(below) {p:.3g}, p(above) {q:.3g}{_failures(kept)})")
+        return Judged(_decide(p, q), ev, out, p, q)
 
 @dataclass(frozen=True)
 class Same:
@@ -469,96 +660,137 @@ class Same:
     metric: str
     a: str
     b: str
+    basis: ClassVar[Basis] = Basis.CONSTRUCTION
 
     def judge(self, cells: pd.DataFrame) -> Judged:
-        va, vb, seeds, bad = _paired(cells, self.setting, self.metric, self.a, self.b, need=1)
+        va, vb, seeds, out, _ = _paired(cells, self.setting, self.metric, self.a, self.b, 'higher', need=1)
         eq = np.isclose(va.to_numpy(), vb.to_numpy(), rtol=1e-12, atol=0)
         ev = f"{self.setting} {self.metric}: {self.a} {va.iloc[0]:,.6g} vs {self.b} {vb.iloc[0]:,.6g} (equal on {int(eq.sum())} of {len(eq)} seeds)"
-        return Judged('reproduced' if eq.all() else 'not reproduced', ev, bad)
+        return Judged(Outcome.REPRODUCED if eq.all() else Outcome.NOT_REPRODUCED, ev, out, float(not eq.all()), float(eq.all()))
 
 @dataclass(frozen=True)
 class Interior:
-    "A sweep over `methods` (in the order of the swept value) is minimised in `metric` at an interior value: the best interior value beats both ends (paired tests)."
+    "A sweep over `methods` (in the order of the swept value) is minimised in `metric` at an interior value: the best interior value `Compare`d with both ends."
     setting: str
     metric: str
     methods: tuple
+    basis: ClassVar[Basis] = Basis.EMPIRICAL
 
     def judge(self, cells: pd.DataFrame) -> Judged:
         check(len(self.methods) >= 3, 'methods', self.methods, 'at least three swept values (a U needs an interior point)')
         means, run = {}, set(cells.loc[(cells['setting'] == self.setting) & (cells['metric'] == self.metric), 'method'])
         for m in self.methods[1:-1]:
             if m not in run: continue                     # a value this scale's sweep leaves out
-            v, r, _ = _series(cells, self.setting, m, self.metric)
-            if len(v): means[m] = _censored(v, r).mean()
-        if not means: raise Untestable(f'{self.setting}: no healthy interior run of the sweep')
+            v, r, _, _ = _series(cells, self.setting, m, self.metric)
+            if len(v): means[m] = v.where(~np.isinf(v), r).mean()
+        if not means: raise Untestable(f'{self.setting}: no interior run of the sweep')
         best = min(means, key=means.get)
-        ends = []
-        for end in (self.methods[0], self.methods[-1]):       # each end on its own: one end's missing run must not hide the other's verdict
-            try: ends.append(Compare(self.setting, self.metric, best, end, 'lower').judge(cells))
-            except Untestable as e: ends.append(Judged('not testable here', '', str(e)))
+        ends = [_judge_one(Compare(self.setting, self.metric, best, end, 'lower'), cells) for end in (self.methods[0], self.methods[-1])]
         ev = f'best interior: {best}; ' + ' | '.join(f'[{j.outcome}] {j.evidence}' for j in ends if j.evidence)
-        return Judged(combine([j.outcome for j in ends]), ev, '; '.join(j.excluded for j in ends if j.excluded))
+        p, q = max(j.p_for for j in ends), min(1.0, 2 * min(j.p_against for j in ends))
+        judged = [j for j in ends if j.outcome is not Outcome.UNTESTABLE]
+        outcome = _decide(p, q) if len(judged) == 2 else Outcome.NOT_REPRODUCED if q < ALPHA else Outcome.INCONCLUSIVE if judged else Outcome.UNTESTABLE
+        return Judged(outcome, ev, '; '.join(j.excluded for j in ends if j.excluded), p, q)
 
 @dataclass(frozen=True)
 class Fails:
-    "`method` does not learn or diverges in `setting` on every seed: a claim that a method fails, whose evidence is the health the other comparisons exclude."
+    "`method` does not learn, diverges or collapses in `setting` on every seed: a claim that a method fails, whose evidence is the runs' health."
     setting: str
     method: str
     metric: str = 'ACC'
+    basis: ClassVar[Basis] = Basis.EMPIRICAL
 
     def judge(self, cells: pd.DataFrame) -> Judged:
-        g = cells[(cells['setting'] == self.setting) & (cells['method'] == self.method) & (cells['metric'] == self.metric)]
-        if g.empty: raise Untestable(f'{self.setting} / {self.method} / {self.metric}: no per-seed results at this scale')
-        _need(len(g), [], f'{self.setting}, {self.method}')
-        failed = g['health'].str.startswith(('not learned', 'diverged')).to_numpy()
-        outcome = 'reproduced' if failed.all() else 'not reproduced' if not failed.any() else 'inconclusive'
-        kinds = [h.split(':')[0] for h in g['health']]
-        ev = (f"{self.setting} {self.method} {self.metric} [{', '.join(_fmt(x) for x in g['value'])}] ({'; '.join(f'seed {s}: {k}' for s, k in zip(g['seed'], kinds))}; "
-              f"failed on {int(failed.sum())} of {len(g)} seeds)")
-        return Judged(outcome, ev, '')
+        v, _, out, failed = _series(cells, self.setting, self.method, self.metric)
+        _need(len(v), out, f'{self.setting}, {self.method}')
+        n = len(failed)
+        outcome = Outcome.REPRODUCED if n == len(v) else Outcome.NOT_REPRODUCED if n == 0 else Outcome.INCONCLUSIVE
+        ev = f"{self.setting} {self.method} {self.metric} {_values(v)} ({_seeds(v.index)}; failed on {n} of {len(v)}{': ' + ', '.join(f for _, f in failed) if failed else ''})"
+        return Judged(outcome, ev, '; '.join(out), float(n < len(v)), float(n > 0))
 
 @dataclass(frozen=True)
 class Elsewhere:
     "A claim this reproduction cannot test, and why (another chapter tests it, or a setting needs data not here)."
     reason: str
+    basis: ClassVar[Basis] = Basis.EMPIRICAL
     def judge(self, cells: pd.DataFrame) -> Judged: raise Untestable(self.reason)
 
 @dataclass(frozen=True)
+class OtherQuantity:
+    "A claim about a quantity this scale does not measure (a GPU's wall clock, a message the paper defines): not testable, saying what the paper means and what is measured here."
+    paper_means: str
+    measured: str
+    basis: ClassVar[Basis] = Basis.EMPIRICAL
+    def judge(self, cells: pd.DataFrame) -> Judged:
+        raise Untestable(f'not the same quantity: the paper means {self.paper_means}; this scale measures {self.measured}')
+
+@dataclass(frozen=True)
 class Exact:
-    "A property decided by exact checks, not over seeds: `evidence` says what the asserts in `where` establish. They run with the test suite, so a wrong implementation fails there; here the claim stands on them."
+    "A property of our code decided by exact checks, not over seeds: `evidence` says what the asserts in `where` establish (they run with the test suite, so a wrong implementation fails there). By construction: it says the code is right, not that the paper's result reproduces."
     evidence: str
     where: str = 'exact checks in the chapter, no seeds involved'
-    def judge(self, cells: pd.DataFrame) -> Judged: return Judged('reproduced', self.evidence, self.where)
+    basis: ClassVar[Basis] = Basis.CONSTRUCTION
+    def judge(self, cells: pd.DataFrame) -> Judged: return Judged(Outcome.REPRODUCED, self.evidence, self.where, 0.0, 1.0)
+
+@dataclass(frozen=True)
+class Derived(Exact):
+    "A claim decided by a derivation in the chapter that holds at any scale (a bound on a term's size, a closed form): `evidence` states the result, `where` the derivation, checked numerically there."
+    basis: ClassVar[Basis] = Basis.ANALYSIS
+
+def _judge_one(comparison, cells: pd.DataFrame) -> Judged:
+    try: return comparison.judge(cells)
+    except Untestable as e: return Judged(Outcome.UNTESTABLE, '', str(e), 1.0, 1.0)
 
 # %% ../nbs/09a_repro.ipynb #f8304b4e
 @dataclass(frozen=True)
 class Claim:
-    "A claim of a paper: its key, its statement (with where the paper makes it) and the comparisons that must all hold."
+    "A claim of a paper: its key, its statement (with where the paper makes it), the comparisons that must all hold, and which of them are `primary` (indices; default all): only a primary comparison's contradiction, Holm-corrected over the primary ones, makes the claim not reproduced."
     key: str
     text: str
     checks: tuple
+    primary: tuple | None = None
 
-def combine(outcomes) -> str:
-    "A claim's outcome from its comparisons': any contradiction decides; else a missing precondition; else any doubt; else reproduced."
-    for o in ('not reproduced', 'not testable here', 'inconclusive'):
-        if o in outcomes: return o
-    return 'reproduced'
+def holm(judged: dict, primary) -> dict:
+    "Each comparison's outcome after the claim's correction: a contradiction stands only for a primary comparison whose p against the claim Holm's step-down rejects at `ALPHA` among the primary ones judged; any other contradiction becomes inconclusive."
+    family = sorted((j.p_against, i) for i, j in judged.items() if i in primary and j.outcome is not Outcome.UNTESTABLE)
+    rejected = set()
+    for rank, (q, i) in enumerate(family):
+        if q >= ALPHA / (len(family) - rank): break
+        rejected.add(i)
+    return {i: Outcome.INCONCLUSIVE if j.outcome is Outcome.NOT_REPRODUCED and i not in rejected else j.outcome for i, j in judged.items()}
+
+def combine(outcomes) -> Outcome:
+    "A claim's outcome from its comparisons' (after `holm`): reproduced only when every one is; else not reproduced when any is; else inconclusive when any was judged; else not testable here."
+    outcomes = list(outcomes)
+    if outcomes and all(o is Outcome.REPRODUCED for o in outcomes): return Outcome.REPRODUCED
+    if Outcome.NOT_REPRODUCED in outcomes: return Outcome.NOT_REPRODUCED
+    return Outcome.INCONCLUSIVE if any(o is not Outcome.UNTESTABLE for o in outcomes) else Outcome.UNTESTABLE
+
+def counts(outcomes) -> str:
+    "'9 reproduced, 13 inconclusive, 2 not testable here of 24'."
+    outcomes = list(outcomes)
+    return ', '.join(f'{n} {o}' for o in Outcome if (n := outcomes.count(o))) + f' of {len(outcomes)}'
+
+def basis(checks) -> Basis:
+    "How a claim is established: empirical when any comparison is, else by analysis when any is, else by construction."
+    kinds = {k.basis for k in checks}
+    return next(b for b in (Basis.EMPIRICAL, Basis.ANALYSIS, Basis.CONSTRUCTION) if b in kinds)
+
+VERDICT_COLUMNS = ['claim', 'statement', 'outcome', 'basis', 'comparisons', 'evidence', 'preconditions']
 
 def judge(claims, cells: pd.DataFrame, partial: bool = False) -> pd.DataFrame:
-    "Each claim's outcome, evidence (per-seed numbers and statistics) and preconditions (the seeds left out, and why); `partial`: only the comparisons on settings in `cells` (one artefact's view)."
-    out, present = [], set(cells['setting'])
+    "Each claim's outcome, how it is established, its comparisons' counts, evidence (per-seed numbers, effect, p) and preconditions (the seeds left out, and why); `partial`: only the comparisons on settings in `cells` (one artefact's view)."
+    out, present, cells = [], set(cells['setting']), split_health(cells)
     for c in claims:
-        checks = [k for k in c.checks if not partial or getattr(k, 'setting', None) in present]
-        if not checks: continue
-        judged = []
-        for chk in checks:
-            try: judged.append(chk.judge(cells))
-            except Untestable as e: judged.append(Judged('not testable here', '', str(e)))
-        outcome = combine([j.outcome for j in judged])
-        ev = ' | '.join(f'[{j.outcome}] {j.evidence}' if len(judged) > 1 else j.evidence for j in judged if j.evidence)
-        pre = '; '.join(dict.fromkeys(j.excluded for j in judged if j.excluded)) or 'every run healthy'
-        out.append(dict(claim=c.key, statement=c.text, outcome=outcome, evidence=ev, preconditions=pre))
-    return pd.DataFrame(out, columns=['claim', 'statement', 'outcome', 'evidence', 'preconditions'])
+        idx = [i for i, k in enumerate(c.checks) if not partial or getattr(k, 'setting', None) in present]
+        if not idx: continue
+        judged = {i: _judge_one(c.checks[i], cells) for i in idx}
+        final = holm(judged, range(len(c.checks)) if c.primary is None else c.primary)
+        ev = ' | '.join(f'[{final[i]}] {j.evidence}' if len(idx) > 1 else j.evidence for i, j in judged.items() if j.evidence)
+        pre = '; '.join(dict.fromkeys(j.excluded for j in judged.values() if j.excluded)) or 'every run compared'
+        out.append(dict(claim=c.key, statement=c.text, outcome=combine(final.values()), basis=basis(c.checks[i] for i in idx),
+                        comparisons=counts(final.values()), evidence=ev, preconditions=pre))
+    return pd.DataFrame(out, columns=VERDICT_COLUMNS)
 
 # %% ../nbs/09a_repro.ipynb #7710f43a
 def paper_artefacts() -> pd.DataFrame:
@@ -567,11 +799,13 @@ def paper_artefacts() -> pd.DataFrame:
                         columns=['paper', 'notebook', 'regenerates'])
 
 # %% ../nbs/09a_repro.ipynb #1ef8a01d
-BOOK_ORDER = ('fedreg', 'fedgc', 'fedimp', 'fedgg', 'fedssd')      # the chapters' order
-
 def report_papers() -> list[str]:
-    "The registered papers in the book's order, any other after them."
-    return [k for k in BOOK_ORDER if k in PAPERS] + [k for k in PAPERS if k not in BOOK_ORDER]
+    "The registered papers in the book's order (their chapters'), any without a chapter after them."
+    return sorted(PAPERS, key=lambda k: (not PAPERS[k].chapter, PAPERS[k].chapter, k))
+
+def default_jobs() -> list[str]:
+    "The jobs `make repro` runs: each paper's `default_jobs`, in the book's order."
+    return [j for k in report_papers() for j in PAPERS[k].default_jobs]
 
 def committed_results() -> Path:
     "The committed `mini` results: `nbs/repro/mini` of the source tree."
@@ -601,14 +835,14 @@ def paper_cells(paper: str, sources: pd.DataFrame) -> pd.DataFrame:
     parts = []
     for r in sources[(sources['paper'] == paper) & sources['folder'].notna()].sort_values('source', key=lambda s: s != 'this run').itertuples():
         for t in artefact_tables(r.folder, r.artefact):
-            if (seeds := t.with_name(f'{t.stem}_seeds.csv')).is_file(): parts.append(pd.read_csv(seeds).assign(artefact=r.artefact, scale=r.scale))
+            if (seeds := t.with_name(f'{t.stem}_seeds.csv')).is_file(): parts.append(read_seed_csv(seeds).assign(artefact=r.artefact, scale=r.scale))
     cells = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SEED_COLUMNS + ['artefact', 'scale'])
     first = cells.groupby(['setting', 'method', 'metric'], sort=False)['artefact'].transform('first')
     return cells[cells['artefact'] == first].drop_duplicates(['setting', 'method', 'seed', 'metric'], ignore_index=True)
 
 def _claim_scale(claim: Claim, cells: pd.DataFrame) -> str:
     "The scales of the cells a claim's comparisons read: 'exact' for exact checks, '—' where none was run."
-    if all(isinstance(k, Exact) for k in claim.checks): return 'exact'
+    if basis(claim.checks) is not Basis.EMPIRICAL: return 'exact'
     read = pd.Series(False, index=cells.index)
     for k in claim.checks:
         if not hasattr(k, 'metric'): continue
@@ -627,9 +861,9 @@ def report_verdicts(sources: pd.DataFrame) -> pd.DataFrame:
         out.append(v)
     return pd.concat(out, ignore_index=True)
 
-def verdict_summary(verdicts: pd.DataFrame) -> pd.DataFrame:
-    "Claims per paper and outcome, and over all papers."
-    s = pd.crosstab(verdicts['paper'], verdicts['outcome']).reindex(index=[k for k in report_papers() if k in set(verdicts['paper'])],
-                                                                    columns=list(OUTCOMES), fill_value=0)
+def verdict_summary(verdicts: pd.DataFrame, by: str = 'paper') -> pd.DataFrame:
+    "Claims per paper (`by='basis'`: per way of establishing them) and outcome, and over all."
+    rows = [k for k in report_papers() if k in set(verdicts['paper'])] if by == 'paper' else [b for b in Basis if b in set(verdicts['basis'])]
+    s = pd.crosstab(verdicts[by].astype(str), verdicts['outcome'].astype(str)).reindex(index=rows, columns=list(OUTCOMES), fill_value=0)
     s['claims'] = s.sum(axis=1)
-    return pd.concat([s, s.sum().to_frame('all papers').T]).rename_axis(index='paper', columns=None)
+    return pd.concat([s, s.sum().to_frame(f"all {'papers' if by == 'paper' else 'claims'}").T]).rename_axis(index=by, columns=None)

@@ -1,102 +1,22 @@
-"The reproduction protocol: claims judged on per-seed tables built to hold, fail, sit in noise, or rest on runs that did not learn or diverged."
-import math
+"The reproduction protocol (v2): claims judged on per-seed tables built to hold, fail, sit in noise, or rest on runs that failed."
+import itertools, math
+from pathlib import Path
 import numpy as np, pandas as pd, pytest
-from scipy import stats
 from fedrepro.core import PAPERS
-from fedrepro.repro import (SEED_COLUMNS, Band, Claim, Compare, Elsewhere, Interior, Never, NotAbove, Same, judge, learned_level,
-                            loss_health, one_sided, paper_numbers, run_health)
+from fedrepro.repro import (SEED_COLUMNS, OK, Band, Claim, Compare, Elsewhere, Health, Interior, Kind, Never, NotAbove, Outcome, Same,
+                            judge, learned_level, loss_health, paper_numbers, plateau, run_health, sign_flip)
 
 inf = math.inf
 
 
 def cells(values: dict, metric='ACC', setting='S', health=None, rounds=30):
     health = health or {}
-    return pd.DataFrame([dict(setting=setting, method=m, seed=s, metric=metric, value=v, rounds=rounds, health=health.get((m, s), 'ok'))
-                         for m, vs in values.items() for s, v in enumerate(vs)], columns=SEED_COLUMNS)
+    return pd.DataFrame([dict(setting=setting, method=m, seed=s, metric=metric, value=v, rounds=rounds, health=health.get((m, s), OK).kind.value,
+                              detail=health.get((m, s), OK).detail) for m, vs in values.items() for s, v in enumerate(vs)], columns=SEED_COLUMNS)
 
 
-def outcome(check, table):
-    return judge([Claim('c', '', (check,))], table).iloc[0]
-
-
-def test_a_consistent_difference_is_reproduced_and_its_reverse_is_not():
-    t = cells({'A': [0.80, 0.82, 0.81], 'B': [0.70, 0.73, 0.71]})
-    v = outcome(Compare('S', 'ACC', 'A', 'B', 'higher'), t)
-    assert v['outcome'] == 'reproduced' and 'paired t' in v['evidence'] and '[0.800, 0.820, 0.810]' in v['evidence']
-    assert outcome(Compare('S', 'ACC', 'B', 'A', 'higher'), t)['outcome'] == 'not reproduced'
-    assert outcome(Compare('S', 'ACC', 'A', 'B', 'lower'), t)['outcome'] == 'not reproduced'
-
-
-def test_a_mean_difference_inside_seed_noise_is_inconclusive():
-    # the mean favours A by 0.1, but one seed says the opposite by as much: comparing means alone would call it reproduced
-    t = cells({'A': [0.9, 0.9, 0.6], 'B': [0.6, 0.6, 0.8]})
-    assert outcome(Compare('S', 'ACC', 'A', 'B', 'higher'), t)['outcome'] == 'inconclusive'
-
-
-def test_unlearned_and_diverged_runs_are_left_out_and_named():
-    bad = {('B', s): 'not learned: best accuracy 0.110 < 0.200' for s in range(3)}
-    v = outcome(Compare('S', 'ACC', 'A', 'B', 'higher'), cells({'A': [0.8, 0.82, 0.81], 'B': [0.11, 0.10, 0.12]}, health=bad))
-    assert v['outcome'] == 'not testable here' and 'B seed 2: not learned' in v['preconditions'] and '0 healthy seeds' in v['preconditions']
-    t = cells({'A': [0.8, 0.82, 0.81, 0.8], 'B': [0.7, 0.71, 0.7, 0.7]}, health={('A', 1): 'diverged: test loss not finite from round 9'})
-    v = outcome(Compare('S', 'ACC', 'A', 'B', 'higher'), t)
-    assert v['outcome'] == 'reproduced' and 'seeds 0, 2, 3' in v['evidence'] and 'A seed 1: diverged' in v['preconditions']
-    # two seeds are not evidence
-    t = cells({'A': [0.8, 0.82, 0.81], 'B': [0.7, 0.71, 0.7]}, health={('A', 1): 'diverged: x'})
-    assert outcome(Compare('S', 'ACC', 'A', 'B', 'higher'), t)['outcome'] == 'not testable here'
-
-
-def test_round_counts_never_reached_are_censored_not_dropped():
-    t = cells({'A': [2, 3, 2], 'C': [inf, inf, inf], 'D': [5, inf, 9]}, 'R0.5')
-    assert outcome(Compare('S', 'R0.5', 'A', 'C'), t)['outcome'] == 'reproduced'
-    assert outcome(Compare('S', 'R0.5', 'C', 'C'), t)['outcome'] == 'inconclusive'
-    assert outcome(Never('S', 'C', 'R0.5'), t)['outcome'] == 'reproduced'
-    assert outcome(Never('S', 'D', 'R0.5'), t)['outcome'] == 'inconclusive'
-    assert outcome(Never('S', 'A', 'R0.5'), t)['outcome'] == 'not reproduced'
-
-
-def test_bands_margins_equalities_and_sweeps():
-    r = cells({'A': [3.1, 2.9, 3.4], 'B': [1.2, 1.6, 1.1], 'K': [2.0, 2.0, 2.0], 'F': [3.0, 3.0, 3.0]}, 'ratio')
-    assert outcome(Band('S', 'A', 'ratio', lo=2), r)['outcome'] == 'reproduced'
-    assert outcome(Band('S', 'B', 'ratio', lo=2), r)['outcome'] == 'not reproduced'
-    assert outcome(Band('S', 'K', 'ratio', 1.9, 2.1), r)['outcome'] == 'reproduced'        # a deterministic ratio
-    assert outcome(Band('S', 'F', 'ratio', 2.4, 2.6), r)['outcome'] == 'not reproduced'
-    close = cells({'A': [0.801, 0.795, 0.80], 'B': [0.80, 0.80, 0.798]})
-    assert outcome(NotAbove('S', 'ACC', 'A', 'B', 0.02), close)['outcome'] == 'reproduced'
-    assert outcome(NotAbove('S', 'ACC', 'A', 'B', 0.02), cells({'A': [0.8, 0.7, 0.76], 'B': [0.74, 0.76, 0.75]}))['outcome'] == 'inconclusive'
-    up = cells({'A': [10, 10, 10], 'B': [10, 10, 10], 'C': [20, 20, 20]}, 'up')
-    assert outcome(Same('S', 'up', 'A', 'B'), up)['outcome'] == 'reproduced' and outcome(Same('S', 'up', 'A', 'C'), up)['outcome'] == 'not reproduced'
-    u = cells({'lo': [20, 22, inf], 'mid': [8, 9, 10], 'hi': [15, 18, 16]}, 'R0.5')
-    assert outcome(Interior('S', 'R0.5', ('lo', 'mid', 'hi')), u)['outcome'] == 'reproduced'
-    mono = cells({'lo': [5, 6, 5], 'mid': [8, 9, 10], 'hi': [15, 18, 16]}, 'R0.5')
-    assert outcome(Interior('S', 'R0.5', ('lo', 'mid', 'hi')), mono)['outcome'] == 'not reproduced'
-    assert outcome(Elsewhere('the privacy chapter'), up)['outcome'] == 'not testable here'
-
-
-def test_a_claim_is_decided_by_its_weakest_comparison():
-    t = pd.concat([cells({'A': [0.8, 0.82, 0.81], 'B': [0.7, 0.73, 0.71]}), cells({'A': [0.9, 0.9, 0.6], 'B': [0.6, 0.6, 0.8]}, setting='T')])
-    both = Claim('c', '', (Compare('S', 'ACC', 'A', 'B', 'higher'), Compare('T', 'ACC', 'A', 'B', 'higher')))
-    assert judge([both], t)['outcome'].iloc[0] == 'inconclusive'
-    against = Claim('c', '', (Compare('S', 'ACC', 'B', 'A', 'higher'), Compare('U', 'ACC', 'A', 'B')))
-    assert judge([against], t)['outcome'].iloc[0] == 'not reproduced'       # a contradiction outweighs a setting not run
-    assert judge([Claim('c', '', (Compare('U', 'ACC', 'A', 'B'),))], t, partial=True).empty
-
-
-def test_t_statistic_edge_cases():
-    assert one_sided([1, 1, 1], 'greater') == (inf, 0.0) and one_sided([1, 1, 1], 'less')[1] == 1.0
-    assert one_sided([0, 0, 0], 'less') == (0.0, 1.0)
-    ref = stats.ttest_1samp([0.1, 0.2, 0.15], 0, alternative='greater')
-    assert one_sided([0.1, 0.2, 0.15], 'greater') == pytest.approx((ref.statistic, ref.pvalue))
-    assert one_sided([0.1, 0.2, 0.15], 'less')[1] == pytest.approx(1 - ref.pvalue)
-
-
-def test_run_health():
-    c = lambda acc, loss=None: pd.DataFrame(dict(round=range(len(acc)), test_acc=acc, test_loss=loss or [2.3] * len(acc)))
-    assert learned_level(0.1) == pytest.approx(0.2) and learned_level(0.5) == pytest.approx(0.625)
-    assert run_health(c([0.1, 0.4, 0.7]), 0.1) == 'ok'
-    assert run_health(c([0.1, 0.15, 0.19]), 0.1).startswith('not learned')
-    assert run_health(c([0.1, 0.5, 0.6], [2.3, 1e14, 1.0]), 0.1).startswith('diverged: test loss 1e+14')
-    assert run_health(c([0.1, 0.6, 0.1, 0.1, 0.1]), 0.1).startswith('diverged: accuracy pinned')
-    assert loss_health([1.0, 2.0], 0.1) == 'ok' and loss_health([1.0, float('nan')], 0.1).startswith('diverged')
+def outcome(check, table, **kw):
+    return judge([Claim('c', '', (check,), **kw)], table).iloc[0]
 
 
 def test_papers_are_registered_and_their_numbers_ship():
@@ -105,3 +25,112 @@ def test_papers_are_registered_and_their_numbers_ship():
         p = paper_numbers(key)
         assert len(p) > 40 and set(p['paper']) == {key}
     with pytest.raises(ValueError, match="paper='nope'"): paper_numbers('nope')
+
+
+def test_sign_flip_is_the_exact_permutation_p():
+    "Against a brute-force enumeration of the 2^n sign patterns, on random differences with ties and zeros."
+    rng = np.random.default_rng(0)
+    for n in (1, 3, 5, 7):
+        for _ in range(20):
+            d = np.round(rng.normal(0.1, 0.2, n), 2)
+            sums = [sum(s * abs(x) for s, x in zip(signs, d)) for signs in itertools.product((1, -1), repeat=n)]
+            assert sign_flip(d, 'greater') == pytest.approx(np.mean([s >= d.sum() - 1e-9 for s in sums]))
+            assert sign_flip(d, 'less') == pytest.approx(np.mean([s <= d.sum() + 1e-9 for s in sums]))
+    assert sign_flip([0.2] * 5, 'greater') == 1 / 32 and sign_flip([0.2] * 5, 'less') == 1.0 and sign_flip([0] * 5, 'greater') == 1.0
+
+
+def test_run_health_is_typed_and_sees_a_collapse():
+    c = lambda acc, loss=None: pd.DataFrame(dict(round=range(len(acc)), test_acc=acc, test_loss=loss or [2.3] * len(acc)))
+    assert learned_level(0.1) == pytest.approx(0.2) and learned_level(0.5) == pytest.approx(0.625)
+    assert run_health(c([0.1, 0.4, 0.7]), 0.1) is OK
+    assert run_health(c([0.1, 0.15, 0.19]), 0.1).kind is Kind.NOT_LEARNED
+    assert run_health(c([0.1, 0.5, 0.6], [2.3, 1e14, 1.0]), 0.1) == Health(Kind.DIVERGED, 'test loss 1e+14 at round 1, over 10× the initial 2.3')
+    assert run_health(c([0.1, 0.6, 0.1, 0.1, 0.1]), 0.1).detail.startswith('accuracy pinned')
+    collapsed = run_health(c([0.1, 0.6, 0.7, 0.65, 0.15]), 0.1)        # the old rule: healthy, its best accuracy 0.7 taken at face value
+    assert collapsed.kind is Kind.COLLAPSED and collapsed.failed
+    assert loss_health([1.0, 2.0], 0.1) is OK and loss_health([1.0, float('nan')], 0.1).kind is Kind.DIVERGED
+    assert plateau(c([0.1] + [0.5] * 9)) is OK and plateau(c([0.05 * r for r in range(10)])).kind is Kind.UNCONVERGED
+
+
+def test_a_consistent_difference_is_reproduced_with_its_effect_and_its_reverse_is_not():
+    t = cells({'A': [0.80, 0.82, 0.81, 0.83, 0.79], 'B': [0.70, 0.73, 0.71, 0.70, 0.72]})
+    v = outcome(Compare('S', 'ACC', 'A', 'B', 'higher'), t)
+    assert v['outcome'] == 'reproduced' and v['basis'] == 'empirical' and v['comparisons'] == '1 reproduced of 1'
+    assert 'sign-flip p 0.0312' in v['evidence'] and '[0.800, 0.820, 0.810, 0.830, 0.790]' in v['evidence'] and 'mean +0.098 [95% CI +0.0' in v['evidence']
+    assert outcome(Compare('S', 'ACC', 'B', 'A', 'higher'), t)['outcome'] == 'not reproduced'
+    assert outcome(Compare('S', 'ACC', 'A', 'B', 'lower'), t)['outcome'] == 'not reproduced'
+
+
+def test_fewer_than_five_seeds_decide_nothing():
+    "A t-test at n = 3 gave p = 0 when the differences agreed; the sign-flip test's smallest p at n = 3 is 1/8."
+    v = outcome(Compare('S', 'ACC', 'A', 'B', 'higher'), cells({'A': [0.8, 0.8, 0.8], 'B': [0.7, 0.7, 0.7]}))
+    assert v['outcome'] == 'not testable here' and '3 seeds to compare, at least 5 needed' in v['preconditions']
+
+
+def test_a_mean_difference_inside_seed_noise_is_inconclusive():
+    # the mean favours A by 0.06, but one seed says the opposite by as much: comparing means alone would call it reproduced
+    t = cells({'A': [0.9, 0.9, 0.6, 0.9, 0.9], 'B': [0.8, 0.8, 0.8, 0.8, 0.8]})
+    assert outcome(Compare('S', 'ACC', 'A', 'B', 'higher'), t)['outcome'] == 'inconclusive'
+
+
+def test_failures_are_evidence_and_preconditions_are_not():
+    bad = {('B', s): Health(Kind.NOT_LEARNED, 'best accuracy 0.110 < 0.200') for s in range(3)}
+    t = cells({'A': [0.8, 0.82, 0.81, 0.8, 0.8], 'B': [0.11, 0.10, 0.12, 0.7, 0.7]}, health=bad)
+    v = outcome(Compare('S', 'ACC', 'A', 'B', 'higher'), t)            # the old rule dropped B's three seeds: "not testable"
+    assert v['outcome'] == 'reproduced' and 'failures kept as evidence: B seed 0 not learned' in v['evidence']
+    assert outcome(Compare('S', 'ACC', 'B', 'A', 'higher'), t)['outcome'] == 'not reproduced'
+    unconverged = {('B', s): Health(Kind.UNCONVERGED, 'SGD: still rising') for s in range(5)}
+    v = outcome(Compare('S', 'ACC', 'A', 'B', 'higher'), cells({'A': [0.8] * 5, 'B': [0.7] * 5}, health=unconverged))
+    assert v['outcome'] == 'not testable here' and 'B seed 4: reference not converged: SGD: still rising' in v['preconditions']
+
+
+def test_round_counts_never_reached_are_censored_not_dropped():
+    t = cells({'A': [2, 3, 2, 4, 3], 'C': [inf] * 5, 'D': [5, inf, 9, 8, 7]}, 'R0.5')
+    assert outcome(Compare('S', 'R0.5', 'A', 'C'), t)['outcome'] == 'reproduced'
+    assert outcome(Compare('S', 'R0.5', 'C', 'C'), t)['outcome'] == 'inconclusive'
+    assert outcome(Never('S', 'C', 'R0.5'), t)['outcome'] == 'reproduced'
+    assert outcome(Never('S', 'D', 'R0.5'), t)['outcome'] == 'inconclusive'
+    assert outcome(Never('S', 'A', 'R0.5'), t)['outcome'] == 'not reproduced'
+
+
+def test_bands_margins_equalities_and_sweeps():
+    r = cells({'A': [3.1, 2.9, 3.4, 3.0, 3.2], 'B': [1.2, 1.6, 1.1, 1.3, 1.2], 'K': [2.0] * 5, 'F': [3.0] * 5}, 'ratio')
+    assert outcome(Band('S', 'A', 'ratio', lo=2), r)['outcome'] == 'reproduced'
+    assert outcome(Band('S', 'B', 'ratio', lo=2), r)['outcome'] == 'not reproduced'
+    assert outcome(Band('S', 'K', 'ratio', 1.9, 2.1), r)['outcome'] == 'reproduced'        # a deterministic ratio
+    assert outcome(Band('S', 'F', 'ratio', 2.4, 2.6), r)['outcome'] == 'not reproduced'
+    # a difference above 0 but below the margin: the old NotAbove refuted it (p(above 0) < 0.05)
+    near = cells({'A': [0.815, 0.83, 0.81, 0.82, 0.812], 'B': [0.8] * 5})
+    assert outcome(NotAbove('S', 'ACC', 'A', 'B', 0.02), near)['outcome'] == 'inconclusive'
+    assert outcome(NotAbove('S', 'ACC', 'A', 'B', 0.05), near)['outcome'] == 'reproduced'
+    up = cells({'A': [10] * 5, 'B': [10] * 5, 'C': [20] * 5}, 'up')
+    assert outcome(Same('S', 'up', 'A', 'B'), up)['outcome'] == 'reproduced' and outcome(Same('S', 'up', 'A', 'C'), up)['outcome'] == 'not reproduced'
+    u = cells({'lo': [20, 22, inf, 21, 23], 'mid': [8, 9, 10, 9, 8], 'hi': [15, 18, 16, 17, 15]}, 'R0.5')
+    assert outcome(Interior('S', 'R0.5', ('lo', 'mid', 'hi')), u)['outcome'] == 'reproduced'
+    mono = cells({'lo': [5, 6, 5, 4, 5, 6], 'mid': [8, 9, 10, 9, 8, 9], 'hi': [15, 18, 16, 17, 15, 16]}, 'R0.5')
+    assert outcome(Interior('S', 'R0.5', ('lo', 'mid', 'hi')), mono)['outcome'] == 'not reproduced'
+    assert outcome(Elsewhere('the privacy chapter'), up)['outcome'] == 'not testable here'
+
+
+def test_holm_and_the_count_of_comparisons():
+    worse = cells({'A': [0.70, 0.71, 0.72, 0.70, 0.71], 'B': [0.80, 0.82, 0.81, 0.79, 0.83]})
+    good = cells({'A': [0.80, 0.82, 0.81, 0.83, 0.79], 'B': [0.70, 0.73, 0.71, 0.70, 0.72]})
+    t = pd.concat([worse, good.assign(setting='T'), good.assign(setting='U')])
+    three = tuple(Compare(s, 'ACC', 'A', 'B', 'higher') for s in 'STU')
+    v = judge([Claim('c', '', three)], t).iloc[0]                 # uncorrected, the one contradiction (p 1/32) refuted the claim
+    assert v['outcome'] == 'inconclusive' and v['comparisons'] == '2 reproduced, 1 inconclusive of 3'
+    assert judge([Claim('c', '', three, primary=(0,))], t)['outcome'].iloc[0] == 'not reproduced'
+    # one setting not run no longer hides the judged ones
+    v = judge([Claim('c', '', (Compare('T', 'ACC', 'A', 'B', 'higher'), Compare('Z', 'ACC', 'A', 'B', 'higher')))], t).iloc[0]
+    assert v['outcome'] == 'inconclusive' and v['comparisons'] == '1 reproduced, 1 not testable here of 2'
+    assert judge([Claim('c', '', (Compare('Z', 'ACC', 'A', 'B'),))], t, partial=True).empty
+    assert isinstance(v['outcome'], Outcome) and v['outcome'] == 'inconclusive'
+
+
+def test_every_paper_declares_the_metrics_its_claims_name():
+    for k in PAPERS:
+        p = PAPERS[k]
+        named = {c.metric for claim in p.claims for c in claim.checks if hasattr(c, 'metric')}
+        assert named <= set(p.metrics), (k, named - set(p.metrics))
+        assert all(m.accuracy in ('best', 'final') for m in p.metrics.values() if m.kind == 'accuracy'), k
+        assert set(p.feeds) <= set(p.artefacts) and (Path(__file__).resolve().parents[1] / 'nbs' / f'{p.chapter}.ipynb').is_file(), k
