@@ -10,14 +10,15 @@ from .core import ALGORITHMS, PAPERS, check
 from .config import ExperimentConfig
 from .engine import Algorithm, ClientContext, check_hparam
 from .metrics import best_accuracy, final_accuracy, t_reach
-from .repro import Paper, Setting, Claim, Compare, Band, Fails, Exact, SWEEP_SEEDS, reference_health, margin_cell
+from .repro import Paper, Setting, Claim, Compare, Band, Fails, Exact, SWEEP_SEEDS, reference_health, target_health, margin_cell, Metric, BEST_ACC, FINAL_ACC, ROUNDS, Health, Kind, OK
 
 
 # %% auto #0
 __all__ = ['TINY', 'FEDGG_METHODS', 'BETAS', 'PAPER_DATA', 'MINI_DATA', 'MINI_ROUNDS', 'MINI_LOCAL_STEPS', 'SWEEP_LRS', 'MINI_LR',
            'MU_GRID', 'PAPER_LAMBDAS', 'WIDE_LAMBDAS', 'TABLE_METHODS', 'GRID_METHODS', 'GRID_SETTING',
-           'FEDGG_SETTINGS', 'TABLE_SETTINGS', 'EARLY_ROUNDS', 'MECHANISM', 'FEDGG_CLAIMS', 'FEDGG', 'cosine_loss',
-           'cosine_correction', 'FedGG', 'speed_up', 'fedgg_cells', 'mechanism_cells', 'plot_mechanism']
+           'FEDGG_SETTINGS', 'TABLE_SETTINGS', 'EARLY_ROUNDS', 'MECHANISM', 'FEDGG_CLAIMS', 'FEDGG_METRICS',
+           'FEDGG_FEEDS', 'FEDGG', 'cosine_loss', 'cosine_correction', 'FedGG', 'speed_up', 'fedgg_cells',
+           'mechanism_cells', 'plot_mechanism']
 
 # %% ../nbs/13_fedgg.ipynb #eb04843c
 def cosine_loss(w: torch.Tensor, base: torch.Tensor, g_hat: torch.Tensor) -> torch.Tensor:
@@ -151,20 +152,21 @@ def speed_up(budget: int, rounds: float) -> float:
     return math.floor(budget / rounds * 100 + 1e-9) / 100 if np.isfinite(rounds) else math.nan
 
 def fedgg_cells(runs: dict, chance: float, health: dict) -> list[dict]:
-    "Best accuracy, rounds to FedAvg's final accuracy and the speed-up, FedGG's margin over the best baseline, best accuracy less FedAvg's, traffic over FedAvg's, and each FedGG run's mechanism (`mechanism_cells`); one setting and seed."
+    "Best accuracy, rounds to FedAvg's final accuracy and the speed-up, FedGG's margin over the best baseline, best accuracy less FedAvg's, traffic over FedAvg's, and each FedGG run's mechanism (`mechanism_cells`); one setting and seed. `health`: {method: `Health`} of the runs."
     best = {m: best_accuracy(c) for m, c in runs.items()}
     out = [dict(method=m, metric='best ACC', value=v) for m, v in best.items()]
     out += [cell for m, c in runs.items() if 'lam' in c for cell in mechanism_cells(m, c)]
     if 'FedAvg' not in runs: return out
     target, budget = final_accuracy(runs['FedAvg']), int(runs['FedAvg']['round'].max())
-    h = reference_health(health)
+    to_target = target_health(runs, health, 'FedAvg', chance, targets=[target])   # FedAvg's run sets the target: learned, plateaued, above the learned level
+    against = reference_health(health, 'FedAvg')                                   # a difference from FedAvg's: its run did not fail
     sent = lambda c: c.loc[c['round'] >= 1, 'up_params'].mean()
     for m, c in runs.items():
         r = t_reach(c[c['round'] >= 1], target)              # the paper counts from round 1
-        out += [dict(method=m, metric='rounds to target', value=math.inf if np.isnan(r) else r, health=h),
-                dict(method=m, metric='speed-up', value=speed_up(budget, r), health=h),
+        out += [dict(method=m, metric='rounds to target', value=math.inf if np.isnan(r) else r, health=to_target),
+                dict(method=m, metric='speed-up', value=speed_up(budget, r), health=to_target),
                 dict(method=m, metric="upload / FedAvg's", value=float(sent(c) / sent(runs['FedAvg'])))]
-        if m != 'FedAvg': out.append(dict(method=m, metric="best ACC − FedAvg's", value=best[m] - best['FedAvg'], health=h))
+        if m != 'FedAvg': out.append(dict(method=m, metric="best ACC − FedAvg's", value=best[m] - best['FedAvg'], health=against))
     if 'FedGG' in best: out.append(margin_cell('FedGG', best, health))
     return out
 
@@ -230,6 +232,27 @@ FEDGG_CLAIMS = [
           (Exact('asserted in the FedGG chapter: FedGG(μ=0) = FedAvg, round 1 = FedAvg, closed form = autograd to 1e-12, the step = Algorithm 1 with torch SGD'),)),
 ]
 
+FEDGG_METRICS = {      # every metric its cells write and its claims name, as the paper means it
+    'best ACC': BEST_ACC,                               # Tables 1-2: the highest accuracy within the rounds
+    "best ACC − FedAvg's": Metric('difference'),
+    'c': Metric('score'),                               # C10: FedGG's displacement cosine above FedAvg's
+    'classes a client holds (mean)': Metric('score', None),
+    'correction / gradient': Metric('ratio', None),     # a diagnostic: how large the term is, no claim on it
+    "largest client's share": Metric('score', None),
+    'margin over the best baseline': Metric('difference'),
+    'rounds to target': ROUNDS,                         # Tables 3-4: rounds to FedAvg's accuracy after its last round
+    's_m trend': Metric('score', 'lower'),              # C10: the step length falls over the rounds (a negative rank correlation)
+    'speed-up': Metric('ratio'),
+    'update cos, early': Metric('score'),               # C10: consecutive global updates point alike early (above 0.5)
+    "upload / FedAvg's": Metric('ratio', 'lower'),
+    'λ trend': Metric('score', 'lower'),                # C10: λ falls over the rounds
+}
+FEDGG_FEEDS = {        # the claims each artefact's cells judge
+    'fedgg_figure3': ('C7', 'C8', 'C10'),
+    'fedgg_table1': ('C1', 'C2', 'C3', 'C4', 'C6', 'C9', 'C10'),
+    'fedgg_table3': ('C5',),
+}
+
 FEDGG = PAPERS.register('fedgg', Paper(
     'fedgg', 'Qilong Wu, Lin Liu and Shibei Xue, *Global Update Guided Federated Learning*, arXiv:2204.03920, 2022',
     FEDGG_METHODS, FEDGG_SETTINGS, fedgg_cells,
@@ -237,4 +260,6 @@ FEDGG = PAPERS.register('fedgg', Paper(
                'fedgg_table3': "Tables 3 and 4: rounds to FedAvg's accuracy, and the speed-up",
                'fedgg_figure1': 'Figure 1: the Dirichlet partitions',
                'fedgg_figure3': 'Figure 3: the adaptive μ, and a fixed λ on the paper grid and the decades 1e-8 to 1'},
-    claims=FEDGG_CLAIMS))
+    claims=FEDGG_CLAIMS, metrics=FEDGG_METRICS, feeds=FEDGG_FEEDS,
+    default_jobs=('fedgg_table1',), chapter='13_fedgg',
+    repetitions='repeated three times, the mean reported'))

@@ -13,15 +13,15 @@ from .engine import Algorithm, ClientContext, local_sgd, batch_schedule, check_h
 from .baselines import empirical_fisher
 from .metrics import best_accuracy, final_accuracy, t_reach
 from .results import run_many
-from .repro import Paper, Setting, Claim, Compare, Band, Exact, run_health, SWEEP_SEEDS, reference_health
+from .repro import Paper, Setting, Claim, Compare, Band, Exact, run_health, SWEEP_SEEDS, reference_health, target_health, Metric, FINAL_ACC, ROUNDS
 
 # %% auto #0
 __all__ = ['NORMALIZERS', 'LOW_IMPORTANCE', 'FEDIMP_METHODS', 'ABLATION', 'EWC_LAMBDA', 'L2_MU', 'CODE_MODELS', 'TEXT_MODELS',
            'PROFILES', 'MINI_DATA', 'MINI_LAMBDA', 'RWALK_LAMBDA', 'MINI_RWALK_LAMBDA', 'MINI_ROUNDS',
-           'MINI_EPOCHS_DIVISOR', 'FEDIMP_SETTINGS', 'SWEEP_LAMBDAS', 'RWALK_LAMBDAS', 'FEDIMP_CLAIMS', 'FEDIMP',
-           'ewc_penalty', 'batch_mean_fisher', 'normalised_importance', 'convex_weights', 'importance_weights',
-           'FedImp', 'minmax', 'PathScore', 'FedImpRWalk', 'profile_settings', 'lambda_sweep', 'stability_limit',
-           'mini_lambda', 'best_lambda', 'first_round_stiffness', 'fedimp_cells']
+           'MINI_EPOCHS_DIVISOR', 'FEDIMP_SETTINGS', 'SWEEP_LAMBDAS', 'RWALK_LAMBDAS', 'FEDIMP_CLAIMS',
+           'FEDIMP_METRICS', 'FEDIMP_FEEDS', 'FEDIMP', 'ewc_penalty', 'batch_mean_fisher', 'normalised_importance',
+           'convex_weights', 'importance_weights', 'FedImp', 'minmax', 'PathScore', 'FedImpRWalk', 'profile_settings',
+           'lambda_sweep', 'stability_limit', 'mini_lambda', 'best_lambda', 'first_round_stiffness', 'fedimp_cells']
 
 # %% ../nbs/12_fedimp.ipynb #9d867d5a
 def ewc_penalty(theta: torch.Tensor, anchor: torch.Tensor, fisher: torch.Tensor, lam: float) -> torch.Tensor:
@@ -345,7 +345,7 @@ SWEEP_LAMBDAS = (1e5, 1e4, 1e3, 1e2, 10.0)
 RWALK_LAMBDAS = (0.01, 0.1, 1.0, 10.0, 100.0)
 
 def lambda_sweep(setting: str, methods, lams, seeds, out, rounds: int = 30, workers: int | None = None) -> pd.DataFrame:
-    "`methods` of `setting` at mini with `lam` from `lams`, on each of `seeds`, for `rounds` rounds: best accuracy, run health and the EWC step's largest stiffness."
+    "`methods` of `setting` at mini with `lam` from `lams`, on each of `seeds`, for `rounds` rounds: best accuracy, run health (as text, 'ok' or 'kind: detail', as a sweep record keeps it) and the EWC step's largest stiffness."
     jobs = []
     for lam in lams:
         for m in methods:
@@ -354,7 +354,7 @@ def lambda_sweep(setting: str, methods, lams, seeds, out, rounds: int = 30, work
                 jobs.append((lam, m, c.replace(params={**c.params, 'lam': lam})))
     chance = FEDIMP.chance(setting, 'mini')
     return pd.DataFrame([dict(setting=setting, lam=lam, method=m, seed=c.seed, rounds=c.rounds, best=best_accuracy(r.metrics),
-                              health=run_health(r.metrics, chance), stiffness=float(r.metrics['ewc_stiffness'].max()))
+                              health=str(run_health(r.metrics, chance)), stiffness=float(r.metrics['ewc_stiffness'].max()))
                          for (lam, m, c), r in zip(jobs, run_many([c for *_, c in jobs], out, workers))])
 
 def stability_limit(momentum: float) -> float:
@@ -386,27 +386,27 @@ def first_round_stiffness(setting: str, seeds, lam: float | None = None) -> pd.S
 
 # %% ../nbs/12_fedimp.ipynb #4b5642b3
 def fedimp_cells(runs: dict, chance: float, health: dict) -> list[dict]:
-    "ACC (final round), ACC@10, rounds to FedAvg's final accuracy and FedImp's speed-up over the better baseline, traffic over FedAvg's, the local loss after training (FedImp's family); one setting and seed."
+    "ACC (final round), ACC@10, rounds to FedAvg's final accuracy and FedImp's speed-up over the better baseline, traffic over FedAvg's, the local loss after training (FedImp's family); one setting and seed. A difference from FedAvg's ACC needs FedAvg's run (`reference_health`); the rounds to its final accuracy, and the speed-up made of such rounds, a target that run sets (`target_health`)."
     out, rounds = [], {}
     sent = lambda c: (c.loc[c['round'] >= 1, 'up_params'].mean(), c.loc[c['round'] >= 2, 'down_params'].mean())   # a round's upload; download after round 1
     target = final_accuracy(runs['FedAvg']) if 'FedAvg' in runs else math.nan
     avg_up, avg_down = sent(runs['FedAvg']) if 'FedAvg' in runs else (math.nan, math.nan)
-    h = reference_health(health)
+    diff, reach = reference_health(health), target_health(runs, health, 'FedAvg', chance, targets=[target])
     for m, c in runs.items():
         acc, ev, r = final_accuracy(c), c.dropna(subset=['test_acc']).set_index('round')['test_acc'], t_reach(c, target)
         rounds[m] = math.inf if np.isnan(r) else r
         out += [dict(method=m, metric='ACC', value=acc), dict(method=m, metric='ACC@10', value=float(ev.get(10, math.nan))),
-                dict(method=m, metric='rounds to target', value=rounds[m], health=h)]
+                dict(method=m, metric='rounds to target', value=rounds[m], health=reach)]
         if 'local_loss' in c: out.append(dict(method=m, metric='local loss', value=float(c.loc[c['round'] >= 2, 'local_loss'].mean())))
         if 'FedAvg' in runs:
             up, down = sent(c)
-            if m != 'FedAvg': out.append(dict(method=m, metric="ACC − FedAvg's", value=acc - target, health=h))
+            if m != 'FedAvg': out.append(dict(method=m, metric="ACC − FedAvg's", value=acc - target, health=diff))
             out += [dict(method=m, metric="upload / FedAvg's", value=float(up / avg_up)),
                     dict(method=m, metric="download after round 1 / FedAvg's", value=float(down / avg_down))]
     base = [rounds[m] for m in ('FedAvg', 'FedProx') if m in rounds]
     if 'FedImp' in rounds and base:
         budget = int(runs['FedImp']['round'].max()) + 1                # never reached: one round past the budget, so the ratio is a lower bound
-        out.append(dict(method='FedImp', metric='speed-up', value=min(min(base), budget) / min(rounds['FedImp'], budget), health=h))
+        out.append(dict(method='FedImp', metric='speed-up', value=min(min(base), budget) / min(rounds['FedImp'], budget), health=reach))
     return out
 
 # %% ../nbs/12_fedimp.ipynb #118d0edf
@@ -447,6 +447,23 @@ FEDIMP_CLAIMS = [
           (Exact('asserted in the FedImp chapter: equal Fishers, the dominant coordinate, the sums under every normaliser, FedImp = FedAvg on a federation'),)),
 ]
 
+FEDIMP_METRICS = {      # every metric its cells write and its claims name, as the paper means it
+    'ACC': FINAL_ACC,                                   # after the last round: Table 3's 100-round column repeats Table 1
+    'ACC@10': FINAL_ACC,                                # after round 10 (Table 3): that round's, not the best of the first ten
+    "ACC − FedAvg's": Metric('difference'),
+    'rounds to target': ROUNDS,                         # to FedAvg's final accuracy (Table 2)
+    'speed-up': Metric('ratio'),                        # the better baseline's rounds over FedImp's: higher is sooner
+    "upload / FedAvg's": Metric('ratio', 'lower'),
+    "download after round 1 / FedAvg's": Metric('ratio', 'lower'),
+    'local loss': Metric('loss', 'lower'),              # the clients' loss on their own data after local training (Table 4's argument)
+}
+FEDIMP_FEEDS = {        # the claims each artefact's cells judge
+    'fedimp_figure2': ('C8',),
+    'fedimp_table1': ('C1', 'C2', 'C3', 'C5', 'C6', 'C9'),
+    'fedimp_table2': ('C4',),
+    'fedimp_table4': ('C7',),
+}
+
 FEDIMP = PAPERS.register('fedimp', Paper(
     'fedimp', 'Geeho Kim, Mijeong Kim and Minji Kim, *Overcoming Forgetting in Federated Learning via Importance From Agent*, term project, '
               'Advanced Machine Learning: XAI (430.658), Seoul National University, 2021 (no arXiv or OpenReview id)',
@@ -455,4 +472,6 @@ FEDIMP = PAPERS.register('fedimp', Paper(
                'fedimp_table2': 'Table 2: rounds to a target accuracy on MNIST, and the speed-up',
                'fedimp_table4': 'Table 4: EWC against RWalk as the importance',
                'fedimp_figure2': 'Figure 2: accuracy per round at participation C = 0.1, 0.2 and 0.5 on CIFAR-10'},
-    claims=FEDIMP_CLAIMS))
+    claims=FEDIMP_CLAIMS, metrics=FEDIMP_METRICS, feeds=FEDIMP_FEEDS,
+    default_jobs=('fedimp_table1',), chapter='12_fedimp',
+    repetitions="a single run (the authors' code, seed 1)"))

@@ -12,14 +12,16 @@ from .core import ALGORITHMS, PAPERS, check, torch_rng
 from .config import ExperimentConfig
 from .engine import Algorithm, ClientContext, local_sgd, batch_schedule, check_hparam
 from .metrics import best_accuracy, r_a
-from .repro import Paper, Setting, Claim, Compare, Band, Never, NotAbove, Same, Interior, Elsewhere, Exact, Untestable
+from .repro import Paper, Setting, Claim, Compare, Band, Never, NotAbove, Same, Interior, Elsewhere, Exact, Untestable, Metric, BEST_ACC, FINAL_ACC, ROUNDS, Health, Kind, OK
+from .repro import reference_health, target_health
 
 # %% auto #0
 __all__ = ['FEDREG_METHODS', 'EMNIST_MINI_LR', 'CIFAR100_MINI_LR', 'CIFAR10_ONE_CLASS_MINI_LR', 'MNIST_MINI_LR', 'CT_CNN',
            'CT_MINI_LR', 'FEDREG_SETTINGS', 'FEDREG_PRIVACY_METHODS', 'DP_CLIP', 'MINI_DP_SIGMA', 'TABLE4',
            'TABLE4_SETTINGS', 'MINI_TABLE4_SKIP', 'FEDREG_THRESHOLDS', 'ETA_FACTORS', 'SWEEP_FACTORS', 'SWEEP_LEVELS',
-           'sweep_method', 'FEDREG_CLAIMS', 'FEDREG', 'soft_cross_entropy', 'fgsm_ascent', 'pseudo_and_perturbed',
-           'projection_weights', 'project', 'FedReg', 'with_privacy', 'fedreg_cells', 'forgetting_pair']
+           'sweep_method', 'FEDREG_CLAIMS', 'FEDREG_METRICS', 'FEDREG_FEEDS', 'FEDREG', 'soft_cross_entropy',
+           'fgsm_ascent', 'pseudo_and_perturbed', 'projection_weights', 'project', 'FedReg', 'with_privacy',
+           'fedreg_cells', 'forgetting_pair']
 
 # %% ../nbs/10_fedreg.ipynb #038c5498
 def soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -278,25 +280,25 @@ FEDREG_THRESHOLDS = (0.5, 0.9, 1.0)
 _inf = lambda v: math.inf if np.isnan(v) else float(v)
 
 def fedreg_cells(runs: dict, chance: float, health: dict) -> list[dict]:
-    "ACC and $R_a$ of every method of one setting and seed (`runs`: {method: metrics}), with each $R_a$ cell's precondition; FedReg's R1.0 as fractions."
+    "ACC and $R_a$ of every method of one setting and seed (`runs`: {method: metrics}; `health`: {method: `Health`}), each $R_a$ cell with its precondition: `target_health` of SGD's run and the cell's own threshold, and the initial model not already at it; FedReg's R1.0 as fractions of SGD's and FedAvg's."
     sgd = runs.get('SGD')
     A = best_accuracy(sgd) if sgd is not None else math.nan
-    ref = 'no SGD run to set the thresholds' if sgd is None else health.get('SGD', 'ok')
     out = []
     for m, c in runs.items():
         start = float(c.loc[c['round'] == 0, 'test_acc'].max())
         for a in FEDREG_THRESHOLDS:
-            h = (f'reference SGD {ref}' if ref != 'ok' else
-                 f"the initial model ({start:.3f}) already reaches {a} × SGD's best ({a * A:.3f})" if start >= a * A else 'ok')
+            h = target_health(runs, health, 'SGD', chance, targets=[a * A])
+            if h.ok and start >= a * A: h = Health(Kind.PRECONDITION, f"the initial model ({start:.3f}) already reaches {a} × SGD's best ({a * A:.3f})")
             out.append(dict(method=m, metric=f'R{a}', value=_inf(r_a(c, A, a)) if sgd is not None else math.nan, health=h))
-        out.append(dict(method=m, metric='ACC', value=best_accuracy(c)))
+        out.append(dict(method=m, metric='ACC', value=best_accuracy(c), health=OK))
     r10 = {d['method']: d for d in out if d['metric'] == 'R1.0'}
     for other in ('SGD', 'FedAvg'):
         if 'FedReg' in r10 and other in r10:
             fr, o = r10['FedReg'], r10[other]
-            h = next((x['health'] for x in (fr, o) if x['health'] != 'ok'), 'ok')
-            if h == 'ok' and not np.isfinite(fr['value'] * o['value']): h = "R1.0 not reached by " + ' and '.join(x['method'] for x in (fr, o) if not np.isfinite(x['value']))
-            out.append(dict(method='FedReg', metric=f"R1.0 / {other}'s", value=fr['value'] / o['value'] if h == 'ok' else math.nan, health=h))
+            h = next((x['health'] for x in (fr, o) if not x['health'].ok), reference_health(health, other))
+            if h.ok and not np.isfinite(fr['value'] * o['value']):
+                h = Health(Kind.PRECONDITION, 'R1.0 not reached by ' + ' and '.join(x['method'] for x in (fr, o) if not np.isfinite(x['value'])))
+            out.append(dict(method='FedReg', metric=f"R1.0 / {other}'s", value=fr['value'] / o['value'] if h.ok else math.nan, health=h))
     return out
 
 # %% ../nbs/10_fedreg.ipynb #80999eae
@@ -380,6 +382,41 @@ FEDREG_CLAIMS = [
           (Exact('asserted in the FedReg chapter: the gradient norm on pseudo data with soft labels is below 1e-5 of the one with true labels'),)),
 ]
 
+FEDREG_METRICS = {      # every metric its cells write and its claims name, as the paper means it
+    'ACC': BEST_ACC,                                        # the best round's test accuracy (every printed ACC is its log's best)
+    'R0.5': ROUNDS, 'R0.9': ROUNDS, 'R1.0': ROUNDS,         # rounds to a × SGD's ACC of the same seed
+    "R1.0 / FedAvg's": Metric('ratio', 'lower'),            # "about half the rounds"
+    "R1.0 / SGD's": Metric('ratio', 'lower'),
+    'loss ratio': Metric('ratio', 'lower'),                 # Figures 1 and C.1: loss^(t) / loss^(t-1), forgetting
+    'mean loss^(t-1)': Metric('loss', 'lower'),
+    'mean loss^(t)': Metric('loss', 'lower'),
+    'mean loss increase': Metric('difference', 'lower'),    # Figure 2: loss^(t) - loss^(t-1), less forgetting is better
+    'Fisher correlation, pseudo': Metric('score', 'higher'),        # Figure 2: Pearson r, the pseudo data's Fisher like the old data's
+    'Fisher correlation, own data': Metric('score', 'higher'),
+    'rounds to 50%': ROUNDS, 'rounds to 70%': ROUNDS, 'rounds to 90%': ROUNDS,     # Figure C.2
+    'PSNR': Metric('score', 'lower'),                       # Figures C.3 and C.4: what an attack recovers; lower leaks less
+    'SSIM': Metric('score', 'lower'),
+    'stamp PSNR': Metric('score', 'lower'),
+    'stamp SSIM': Metric('score', 'lower'),
+    'wall_clock_s': Metric('seconds', 'lower'),             # Table C.2
+    'wall_clock_ratio_to_FedAvg': Metric('ratio', 'lower'),
+    'up_params_per_client': Metric('count', 'lower'),       # what a client sends and receives a round
+    'down_params_per_client': Metric('count', 'lower'),
+    "communication / FedAvg's": Metric('ratio', 'lower'),
+}
+FEDREG_FEEDS = {        # the claims each artefact's cells judge
+    'fedreg_figure1': ('1a', '1b'),
+    'fedreg_figure2': ('2', '3'),
+    'fedreg_figureC2': ('16',),
+    'fedreg_figureC3': ('17',),
+    'fedreg_table1': ('4', '5', '6', '13', '14'),
+    'fedreg_table2': ('7', '8', '13', '14'),
+    'fedreg_table3': ('9', '14'),
+    'fedreg_table4': tuple(c.key for c in FEDREG_CLAIMS if c.key.rstrip('bcd') in ('18', '19')),
+    'fedreg_tableC2': ('15', '20', '20b', '20c'),
+    'fedreg_figureC4': ('17b',),
+}
+
 FEDREG = PAPERS.register('fedreg', Paper(
     'fedreg', 'Chencheng Xu, Zhiwei Hong, Minlie Huang and Tao Jiang, *Acceleration of Federated Learning with Alleviated Forgetting in Local '
               'Training*, ICLR 2022, arXiv:2203.02645', {**FEDREG_PRIVACY_METHODS, **FEDREG_METHODS}, FEDREG_SETTINGS, fedreg_cells,
@@ -388,8 +425,12 @@ FEDREG = PAPERS.register('fedreg', Paper(
                'fedreg_figure1': 'Figures 1 and C.1: forgetting with FedAvg, non-IID and IID', 'fedreg_figure2': 'Figure 2: FedReg forgets less; the Fisher of pseudo data',
                'fedreg_figureC2': 'Figure C.2: the η_s sweep', 'fedreg_table4': 'Table 4: DP-SGD baselines against FedReg with MG',
                'fedreg_figureC3': 'Figure C.3: gradient inversion of FedAvg, FedAvg with DP-SGD and FedReg with MG (EMNIST, CIFAR-10)',
-               'fedreg_figureC4': 'Figure C.4 and the CT row of Figure C.3: gradient inversion of CT scans and their time stamps (mini: dates stamped on digits)'},
-    claims=FEDREG_CLAIMS))
+               'fedreg_figureC4': 'Figure C.4 and the CT row of Figure C.3: gradient inversion of CT scans and their time stamps (mini: dates stamped on digits)',
+               'quickstart': "the quickstart: FedAvg against SGD on one-class clients, two rows of Table 1's MNIST (one class)"},
+    claims=FEDREG_CLAIMS, metrics=FEDREG_METRICS, feeds=FEDREG_FEEDS,
+    figure_settings=('MNIST (IID)', 'EMNIST (IID)'), figure_methods=tuple(sweep_method(f) for f in ETA_FACTORS),
+    default_jobs=('fedreg_table1', 'quickstart', 'fedreg_figure1'), chapter='10_fedreg',
+    repetitions="one run per table cell (the authors' logs hold one per method and setting)"))
 
 # %% ../nbs/10_fedreg.ipynb #bf26bef6
 def forgetting_pair(cfg: ExperimentConfig, rounds: int, window: int = 10, fisher: bool = True):

@@ -11,16 +11,16 @@ from .core import ALGORITHMS, DATASETS, PAPERS, check
 from .engine import Algorithm, ClientContext, check_hparam
 from .distill import TeacherMixin, RoundCredibility
 from .metrics import final_accuracy, t_reach
-from .repro import Paper, Setting, Claim, Compare, Band, Never, Elsewhere, Exact, SWEEP_SEEDS, reference_health, margin_cell
+from .repro import Paper, Setting, Claim, Compare, Band, Never, Elsewhere, Exact, Derived, SWEEP_SEEDS, reference_health, target_health, margin_cell, Metric, BEST_ACC, FINAL_ACC, ROUNDS, Health, Kind, OK
 
 # %% auto #0
 __all__ = ['FEDSSD_METHODS', 'PAPER_DATA', 'STRENGTHS', 'AUX', 'ALPHAS', 'ABLATION', 'MINI_DATA', 'MINI_DATA_100',
            'MINI_TEST_SIZE_100', 'MINI_ROUNDS', 'MINI_LOCAL_STEPS', 'SWEEP_LRS', 'MINI_LR', 'MINI_LRS', 'MOON_MUS',
            'MINI_MOON_MU', 'FEDSSD_SETTINGS', 'TABLE1_SETTINGS', 'FIGURE8_SETTINGS', 'LOCAL_METRICS', 'CLASS_METRICS',
-           'BASELINES', 'TABLE2_SETTINGS', 'FEDSSD_CLAIMS', 'FEDSSD', 'ONE_UPDATE_METRICS', 'class_credibility',
-           'sample_credibility', 'ssd_mask', 'ssd_loss', 'kl_distillation', 'FedSSD', 'paper_methods', 'fedssd_cells',
-           'mask_cells', 'local_cells', 'majority_classes', 'class_gap_cells', 'confusion', 'one_update',
-           'one_update_cells', 'figure4_client']
+           'BASELINES', 'TABLE2_SETTINGS', 'FEDSSD_CLAIMS', 'FEDSSD_METRICS', 'FEDSSD_FEEDS', 'FEDSSD',
+           'ONE_UPDATE_METRICS', 'class_credibility', 'sample_credibility', 'ssd_mask', 'ssd_loss', 'kl_distillation',
+           'FedSSD', 'paper_methods', 'fedssd_cells', 'mask_cells', 'local_cells', 'majority_classes',
+           'class_gap_cells', 'confusion', 'one_update', 'one_update_cells', 'figure4_client']
 
 # %% ../nbs/14_fedssd.ipynb #b91777b6
 def class_credibility(A: torch.Tensor) -> torch.Tensor:
@@ -203,20 +203,21 @@ FIGURE8_SETTINGS = [f'{data} (C={c:g})' for data in ('CIFAR-10', 'CIFAR-100') fo
 
 # %% ../nbs/14_fedssd.ipynb #539bd5aa
 def fedssd_cells(runs: dict, chance: float, health: dict) -> list[dict]:
-    "ACC (the last round's), rounds to FedAvg's final accuracy, ACC less FedAvg's, FedSSD's margin over the best baseline, traffic over FedAvg's, and each credibility-mask run's mechanism (`mask_cells`); one setting and seed."
+    "ACC (the last round's), rounds to FedAvg's final accuracy, ACC less FedAvg's, FedSSD's margin over the best baseline, traffic over FedAvg's, and each credibility-mask run's mechanism (`mask_cells`); one setting and seed. `health`: {method: `Health`} of the runs."
     acc = {m: final_accuracy(c) for m, c in runs.items()}
     out = [dict(method=m, metric='ACC', value=v) for m, v in acc.items()]
     out += [cell for m, c in runs.items() if 'mask_nonzero' in c for cell in mask_cells(m, c)]
     out += [cell for m, c in runs.items() for cell in local_cells(m, c)]
     if 'FedAvg' not in runs: return out
     target = acc['FedAvg']
-    h = reference_health(health)
+    to_target = target_health(runs, health, 'FedAvg', chance, targets=[target])   # FedAvg's run sets T's target: learned, plateaued, above the learned level
+    against = reference_health(health, 'FedAvg')                                   # a difference from FedAvg's: its run did not fail
     sent = lambda c: (c.loc[c['round'] >= 1, 'up_params'] + c.loc[c['round'] >= 1, 'down_params']).mean()
     for m, c in runs.items():
         r = t_reach(c[c['round'] >= 1], target)              # the paper counts from round 1
-        out += [dict(method=m, metric='rounds to target', value=math.inf if np.isnan(r) else r, health=h),
+        out += [dict(method=m, metric='rounds to target', value=math.inf if np.isnan(r) else r, health=to_target),
                 dict(method=m, metric="traffic / FedAvg's", value=float(sent(c) / sent(runs['FedAvg'])))]
-        if m != 'FedAvg': out.append(dict(method=m, metric="ACC − FedAvg's", value=acc[m] - target, health=h))
+        if m != 'FedAvg': out.append(dict(method=m, metric="ACC − FedAvg's", value=acc[m] - target, health=against))
     if 'FedSSD' in acc: out.append(margin_cell('FedSSD', acc, health))
     return out
 
@@ -336,13 +337,50 @@ FEDSSD_CLAIMS = [
           (Band('CIFAR-10', 'FedAvg', 'rare classes: local − global', hi=0), _higher('CIFAR-10', 'rare classes: local − global', 'FedSSD', 'FedAvg'),
            Band('CIFAR-10', 'FedSSD', "rare classes: FedAvg's drop avoided", lo=0.5), Band('CIFAR-10', 'FedSSD', 'local classes: local − global', lo=0))),
     Claim('C16', "Theorem 1 is FedProx's Theorem 4 with μ → M_max L_f, μ̄ → M_max L_f + L_m, γ → η, L → L_F, K → S (Section 4.3)",
-          (Exact("analytical: the FedSSD chapter's convergence section maps Theorem 1's ρ onto FedProx's Theorem 4 term by term; "
-                 "the constants' inconsistencies (L_f against L_f², M_max against 2 M_max² L_f, the lemma's ½) are listed there",
-                 'mathematics, no seeds involved'),)),
+          (Derived("the FedSSD chapter's convergence section maps Theorem 1's ρ onto FedProx's Theorem 4 term by term; "
+                   "the constants' inconsistencies (L_f against L_f², M_max against 2 M_max² L_f, the lemma's ½) are listed there",
+                   'the convergence section of the FedSSD chapter: mathematics, no seeds involved'),)),
 ]
 
 
 # %% ../nbs/14_fedssd.ipynb #c78e4f7f
+FEDSSD_METRICS = {      # every metric its cells write and its claims name, as the paper means it
+    'ACC': FINAL_ACC,                                                # Table I: the global model's accuracy after the last round
+    "ACC − FedAvg's": Metric('difference'),
+    'SSD / CE, last round': Metric('ratio', None),                   # a diagnostic: how large the term is, no claim on it
+    'classes per client': Metric('score', None),
+    'client size CV': Metric('score', None),
+    'global > local, share of rounds': Metric('score'),              # C13: over half the rounds
+    'global − local, mean': Metric('difference'),
+    'largest class share': Metric('score', None),
+    'local ACC': FINAL_ACC,                                          # C6: the clients' mean local accuracy in the last round
+    'local acc, mean after R/10': Metric('score'),                   # C6: a mean accuracy over rounds (neither best nor final), higher
+    'local classes: local − global': Metric('difference'),
+    'majority classes: local − global': Metric('difference'),
+    'majority − other classes': Metric('difference'),
+    'margin over the best baseline': Metric('difference'),
+    'mask non-zero trend': Metric('score'),                          # C5: the mask switches on (a positive rank correlation)
+    'mask non-zero, last round': Metric('score', None),
+    'mask non-zero, round 1': Metric('score', 'lower'),              # C5: (almost) all zero in round 1
+    'new global > local, share of rounds': Metric('score', None),
+    'other classes: local − global': Metric('difference', None),     # shown, no claim on it
+    "rare classes: FedAvg's drop avoided": Metric('score'),          # C15: over half of FedAvg's drop
+    'rare classes: local − global': Metric('difference'),
+    'rounds to target': ROUNDS,                                      # Table I's T: the first round at FedAvg's final accuracy
+    "traffic / FedAvg's": Metric('ratio', 'lower'),
+}
+FEDSSD_FEEDS = {        # the claims each artefact's cells judge
+    'fedssd_figure2': ('C13',),
+    'fedssd_figure3': ('C14',),
+    'fedssd_figure4': ('C15',),
+    'fedssd_figure7': ('C6',),
+    'fedssd_figure8': ('C10',),
+    'fedssd_figure9': ('C11',),
+    'fedssd_table1': ('C1', 'C2', 'C3', 'C4', 'C5', 'C9'),
+    'fedssd_table2': ('C7', 'C8', 'C9'),
+    'fedssd_table3': ('C12',),
+}
+
 FEDSSD = PAPERS.register('fedssd', Paper(
     'fedssd', 'Yuting He, Yiqiang Chen, XiaoDong Yang, Hanchao Yu, Yi-Hua Huang and Yang Gu, *Learning Critically: Selective Self '
               'Distillation in Federated Learning on Non-IID Data*, IEEE Transactions on Big Data, arXiv:2504.14694, 2025',
@@ -358,7 +396,9 @@ FEDSSD = PAPERS.register('fedssd', Paper(
                'fedssd_figure4': "Figure 4: one client's class histogram and the test confusion matrices of a mid-training FedSSD global model "
                                  "and of the client's models after one local update from it with FedAvg's and with FedSSD's loss",
                'fedssd_figure8': "Figure 8: global and sampled clients' average local accuracy per round with 100 clients, 10 or 20 a round (C = 0.1, 0.2)"},
-    claims=FEDSSD_CLAIMS))
+    claims=FEDSSD_CLAIMS, metrics=FEDSSD_METRICS, feeds=FEDSSD_FEEDS,
+    default_jobs=('fedssd_table1',), chapter='14_fedssd',
+    repetitions='mean ± std over repeated runs, their number not stated'))
 
 
 # %% ../nbs/14_fedssd.ipynb #fe145119

@@ -38,3 +38,33 @@ def test_a_bad_rwalk_value_is_refused_by_name(key, value, capsys, tmp_path):
     err = capsys.readouterr().err
     assert e.value.code == 2 and (f"params['{key}']" in err or f"--set {key}=" in err) and len(err.strip().splitlines()) == 1
     assert not any(tmp_path.iterdir())
+
+
+def test_every_metric_fedimp_writes_is_declared():
+    "The committed cells of both profiles name only declared metrics."
+    from fedrepro.fedimp import FEDIMP
+    from fedrepro.repro import committed_results, read_seed_csvs
+    assert set(read_seed_csvs(committed_results(), 'fedimp_')['metric']) <= set(FEDIMP.metrics)
+
+
+def test_rounds_to_target_and_the_speed_up_need_fedavgs_run_to_set_the_target():
+    "FedAvg's final accuracy is the target: its failure, a run still rising, a target under the learned level or no FedAvg make the rounds and the speed-up not testable; a failure makes only the difference from its ACC so; FedImp's own failure is evidence."
+    import numpy as np, pandas as pd
+    from fedrepro.fedimp import fedimp_cells
+    from fedrepro.repro import Health, Kind, OK
+    curve = lambda acc: pd.DataFrame({'round': range(len(acc)), 'test_acc': acc, 'up_params': 10.0, 'down_params': 10.0})
+    def kinds(avg, chance=0.1, drop_avg=False, **health):
+        runs = {'FedAvg': curve(avg), 'FedProx': curve(np.asarray(avg) - 0.01), 'FedImp': curve(np.minimum(np.asarray(avg) + 0.2, 0.75))}
+        if drop_avg: del runs['FedAvg']
+        cells = fedimp_cells(runs, chance, {m: OK for m in runs} | health)
+        assert all(isinstance(c.get('health', OK), Health) for c in cells)
+        return {(c['method'], c['metric']): c.get('health', OK).kind for c in cells}
+    flat, rising = np.minimum(np.linspace(0.1, 0.8, 12), 0.6), np.linspace(0.1, 0.8, 12)
+    targeted = [(m, 'rounds to target') for m in ('FedProx', 'FedImp')] + [('FedImp', 'speed-up')]
+    assert set(kinds(flat).values()) == {Kind.OK}
+    assert {kinds(rising)[c] for c in targeted} == {Kind.UNCONVERGED} and kinds(rising)['FedImp', "ACC − FedAvg's"] == Kind.OK
+    assert {kinds(flat, chance=0.5)[c] for c in targeted} == {Kind.LOW_TARGET}
+    failed = kinds(flat, FedAvg=Health(Kind.DIVERGED, 'loss exploded'))
+    assert {failed[c] for c in targeted + [('FedImp', "ACC − FedAvg's")]} == {Kind.REFERENCE}
+    assert {kinds(flat, drop_avg=True)[c] for c in targeted} == {Kind.PRECONDITION}
+    assert set(kinds(flat, FedImp=Health(Kind.DIVERGED, 'loss exploded')).values()) == {Kind.OK}

@@ -11,7 +11,8 @@ from fedrepro.core import ALGORITHMS, FlatModel
 from fedrepro.engine import Federation
 from fedrepro.models import build_model
 from fedrepro.runner import run
-from fedrepro.repro import SEED_COLUMNS, judge, mini_lr, read_seed_csvs, sweep_rows, seed_cells, table_rows
+from fedrepro.repro import (SEED_COLUMNS, MIN_SEEDS, OK, BEST_ACC, ROUNDS, Compare, Health, Kind, MetricKind, judge, mini_lr, read_seed_csvs,
+                            sweep_rows, seed_cells, table_rows)
 from fedrepro.fedreg import (FEDREG, FEDREG_METHODS, FedReg, fedreg_cells, fgsm_ascent, project, projection_weights, pseudo_and_perturbed)
 
 fedreg_config = FEDREG.config
@@ -227,10 +228,16 @@ def curves_of(accs: dict, setting='MNIST (two classes)', loss=2.3):
     return pd.DataFrame([dict(setting=setting, method=m, seed=s, round=r, test_acc=a, test_loss=loss) for (m, s), c in accs.items() for r, a in enumerate(c)])
 
 
+def flat(*start, top, n=11):
+    "An accuracy curve of `n` rounds: `start`, then `top` to the end (a plateau)."
+    return [*start] + [top] * (n - len(start))
+
+
 def test_table_rows_follow_the_paper_definitions():
-    c = curves_of({('SGD', 0): [0.1, 0.5, 0.8], ('SGD', 1): [0.1, 0.6, 0.6],
-                   ('FedReg', 0): [0.1, 0.8, 0.9], ('FedReg', 1): [0.1, 0.2, 0.5]})
+    c = curves_of({('SGD', 0): flat(0.1, 0.5, top=0.8), ('SGD', 1): flat(0.1, top=0.6),
+                   ('FedReg', 0): flat(0.1, 0.8, top=0.9), ('FedReg', 1): flat(0.1, 0.2, top=0.5)})
     cells = seed_cells(FEDREG, c, 'mini')
+    assert (cells.loc[cells['metric'] != "R1.0 / SGD's", 'health'] == 'ok').all()      # SGD learned and plateaued: every threshold is a target
     rows = table_rows(FEDREG, cells, 'mini', '1').set_index(['method', 'metric'])
     # seed 0: SGD best 0.8, FedReg reaches 0.4 at 1, 0.72 at 1, 0.8 at 1; seed 1: SGD best 0.6: FedReg 0.3 at 2, 0.54 never
     assert rows.loc[('FedReg', 'R0.5'), 'ours'] == 1.5
@@ -240,55 +247,104 @@ def test_table_rows_follow_the_paper_definitions():
     assert rows.loc[('FedReg', 'R0.5'), 'paper'] == 4 and rows.loc[('FedReg', 'ACC'), 'paper'] == 0.977
     assert (rows['scale'] == 'mini').all() and (rows['seeds'] == '0,1').all()
     ratio = rows.loc[('FedReg', "R1.0 / SGD's")]                # seed 0: 1 / 2; seed 1 never reached SGD's best: flagged, not averaged in
-    assert ratio['ours'] == 0.5 and ratio['shown'].endswith('⚠ seed 1 R1.0 not reached by FedReg')
+    assert ratio['ours'] == 0.5 and ratio['shown'].endswith('⚠ seed 1 precondition failed')
+    why = cells[(cells['metric'] == "R1.0 / SGD's") & (cells['seed'] == 1)]
+    assert list(why['health']) == [Kind.PRECONDITION] and list(why['detail']) == ['R1.0 not reached by FedReg']
 
 
-def test_r_a_cells_need_a_learned_reference_and_a_threshold_above_the_start():
-    c = curves_of({('SGD', 0): [0.1, 0.15, 0.18], ('FedReg', 0): [0.1, 0.5, 0.6]})       # SGD never learned (< 2x chance)
-    h = seed_cells(FEDREG, c, 'mini').set_index(['method', 'metric'])['health']
-    assert h[('FedReg', 'R0.5')].startswith('reference SGD not learned') and h[('FedReg', 'ACC')] == 'ok'
-    c = curves_of({('SGD', 0): [0.35, 0.5, 0.8], ('FedReg', 0): [0.35, 0.5, 0.9]})       # 0.5 x 0.8 = 0.4 is met at round 0
-    h = seed_cells(FEDREG, c, 'mini').set_index(['method', 'metric'])['health']
-    assert h[('FedReg', 'R0.5')] == 'ok'
-    c = curves_of({('SGD', 0): [0.45, 0.5, 0.8], ('FedReg', 0): [0.45, 0.5, 0.9]})
-    h = seed_cells(FEDREG, c, 'mini').set_index(['method', 'metric'])['health']
-    assert h[('FedReg', 'R0.5')].startswith('the initial model (0.450) already reaches') and h[('FedReg', 'R0.9')] == 'ok'
+def health_of(accs: dict, loss=None):
+    "FedReg's chapter's cells of hand-made curves, their health and detail by (method, metric); `loss`: {(method, round): test loss}."
+    c = curves_of(accs)
+    for (m, r), v in (loss or {}).items(): c.loc[(c['method'] == m) & (c['round'] == r), 'test_loss'] = v
+    return seed_cells(FEDREG, c, 'mini').set_index(['method', 'metric'])[['health', 'detail']]
+
+
+def test_r_a_cells_carry_the_preconditions_of_their_target():
+    "An R_a cell is left out (a precondition) when SGD's run, which sets its threshold, failed or has not plateaued, when the threshold is under the learned level (twice chance: 0.2 here), or when the initial model already meets it."
+    h = health_of({('SGD', 0): flat(0.1, 0.15, top=0.18), ('FedReg', 0): flat(0.1, 0.5, top=0.6)})       # SGD never learned
+    assert (h.loc['FedReg'].drop('ACC')['health'] == Kind.REFERENCE).all() and h.loc[('FedReg', 'R0.5'), 'detail'].startswith('SGD not learned')
+    assert h.loc[('FedReg', 'ACC'), 'health'] == 'ok' and h.loc[('SGD', 'ACC'), 'health'] == Kind.NOT_LEARNED      # SGD's own ACC: its failure, evidence
+    h = health_of({('SGD', 0): [0.1 + 0.07 * r for r in range(11)], ('FedReg', 0): flat(0.1, 0.5, top=0.9)})       # SGD still rising
+    assert (h.loc['FedReg'].drop('ACC')['health'] == Kind.UNCONVERGED).all() and 'still rising' in h.loc[('FedReg', 'R1.0'), 'detail']
+    h = health_of({('SGD', 0): flat(0.1, top=0.3), ('FedReg', 0): flat(0.1, top=0.5)})      # thresholds 0.15 < 0.2 <= 0.27, 0.3: per threshold
+    assert list(h.loc[[('FedReg', k) for k in ('R0.5', 'R0.9', 'R1.0')], 'health']) == [Kind.LOW_TARGET, 'ok', 'ok']
+    h = health_of({('SGD', 0): flat(0.35, 0.5, top=0.8), ('FedReg', 0): flat(0.35, 0.5, top=0.9)})    # 0.5 x 0.8 = 0.4 is above the start
+    assert h.loc[('FedReg', 'R0.5'), 'health'] == 'ok'
+    h = health_of({('SGD', 0): flat(0.45, 0.5, top=0.8), ('FedReg', 0): flat(0.45, 0.5, top=0.9)})    # ... and met at round 0
+    assert h.loc[('FedReg', 'R0.5'), 'health'] == Kind.PRECONDITION and h.loc[('FedReg', 'R0.5'), 'detail'].startswith('the initial model (0.450) already reaches')
+    assert h.loc[('FedReg', 'R0.9'), 'health'] == 'ok'
+    h = health_of({('FedAvg', 0): flat(0.1, top=0.9), ('FedReg', 0): flat(0.1, top=0.9)})         # no SGD run to set the thresholds
+    assert h.loc[('FedReg', 'R0.5'), 'health'] == Kind.PRECONDITION and 'no SGD run' in h.loc[('FedReg', 'R0.5'), 'detail']
+
+
+def test_a_methods_own_failure_is_evidence_and_a_failed_denominator_is_not():
+    sgd = flat(0.1, 0.5, top=0.8)
+    h = health_of({('SGD', 0): sgd, ('FedReg', 0): flat(0.1, 0.5, top=0.9)}, loss={('FedReg', 5): 50.0})     # FedReg's loss explodes
+    assert set(h.loc['FedReg', 'health']) == {Kind.DIVERGED}                 # every FedReg cell: its own failure, kept in as evidence
+    h = health_of({('SGD', 0): sgd, ('FedReg', 0): flat(0.1, 0.6, top=0.9), ('FedAvg', 0): [0.1] + [0.85] * 9 + [0.1]})    # FedAvg collapses
+    assert set(h.loc['FedAvg', 'health']) == {Kind.COLLAPSED}
+    assert h.loc[('FedReg', "R1.0 / FedAvg's"), 'health'] == Kind.REFERENCE and h.loc[('FedReg', "R1.0 / FedAvg's"), 'detail'].startswith('FedAvg collapsed')
+    assert h.loc[('FedReg', "R1.0 / SGD's"), 'health'] == 'ok'
 
 
 def cells_for(values: dict, setting='MNIST (two classes)', health=None, rounds=30):
-    "values: {(method, metric): [per-seed values]}"
+    "values: {(method, metric): [per-seed values]}; health: {(method, seed): Health}, OK elsewhere"
     health = health or {}
-    return pd.DataFrame([dict(setting=setting, method=m, seed=s, metric=k, value=v, rounds=rounds, health=health.get((m, s), 'ok'))
-                         for (m, k), vs in values.items() for s, v in enumerate(vs)], columns=SEED_COLUMNS)
+    return pd.DataFrame([dict(setting=setting, method=m, seed=s, metric=k, value=v, rounds=rounds, health=health.get((m, s), OK).kind.value,
+                              detail=health.get((m, s), OK).detail) for (m, k), vs in values.items() for s, v in enumerate(vs)], columns=SEED_COLUMNS)
 
 
-def claim4(fedreg_r, fedreg_acc, health=None):
-    base = {'SGD': ([10, 11, 10], [0.80, 0.79, 0.81]), 'FedAvg': ([5, 6, 5], [0.81, 0.80, 0.80]), 'FedProx': ([6, 6, 7], [0.80, 0.78, 0.79]),
-            'SCAFFOLD': ([7, 8, 7], [0.70, 0.72, 0.69]), 'FedCurv': ([5, 6, 6], [0.80, 0.79, 0.80]), 'FedReg': (fedreg_r, fedreg_acc)}
+BASE = {'SGD': ([10, 11, 10, 12, 11, 10, 11, 12], [0.80, 0.79, 0.81, 0.80, 0.78, 0.80, 0.79, 0.81]),
+        'FedAvg': ([5, 6, 5, 6, 5, 6, 5, 6], [0.81, 0.80, 0.80, 0.79, 0.81, 0.80, 0.80, 0.79]),
+        'FedProx': ([6, 6, 7, 6, 7, 6, 6, 7], [0.80, 0.78, 0.79, 0.80, 0.79, 0.78, 0.80, 0.79]),
+        'SCAFFOLD': ([7, 8, 7, 8, 7, 8, 7, 8], [0.70, 0.72, 0.69, 0.71, 0.70, 0.72, 0.69, 0.71]),
+        'FedCurv': ([5, 6, 6, 5, 6, 6, 5, 6], [0.80, 0.79, 0.80, 0.80, 0.79, 0.80, 0.79, 0.80])}
+FAST, GOOD_ACC = [2, 3, 2, 3, 2, 3, 2, 3], [0.90, 0.91, 0.89, 0.90, 0.91, 0.89, 0.90, 0.91]
+
+
+def claim4(fedreg_r, fedreg_acc, health=None, n=MIN_SEEDS):
+    "Claims 4, 13 and 14 judged on MNIST (two classes) cells of `n` seeds."
     values = {}
-    for m, (r, acc) in base.items():
-        for k, off in (('R0.5', 0), ('R0.9', 1), ('R1.0', 2)): values[(m, k)] = [x + off for x in r]
-        values[(m, 'ACC')] = acc
+    for m, (r, acc) in {**BASE, 'FedReg': (fedreg_r, fedreg_acc)}.items():
+        for k, off in (('R0.5', 0), ('R0.9', 1), ('R1.0', 2)): values[(m, k)] = [x + off for x in r[:n]]
+        values[(m, 'ACC')] = acc[:n]
     return judge([c for c in FEDREG.claims if c.key in ('4', '13', '14')], cells_for(values, health=health)).set_index('claim')
 
 
 def test_verdicts_can_fail():
-    good = claim4([2, 3, 2], [0.90, 0.91, 0.89])
-    assert good.loc['4', 'outcome'] == 'reproduced' and good.loc['13', 'outcome'] == 'not testable here'   # 13 spans settings not given
-    tie = claim4([5, 6, 5], [0.90, 0.91, 0.89])                       # ties FedAvg on rounds: no evidence either way
+    good = claim4(FAST, GOOD_ACC)
+    assert good.loc['4', 'outcome'] == 'reproduced' and good.loc['4', 'comparisons'] == '11 reproduced of 11' and good.loc['4', 'basis'] == 'empirical'
+    assert 'sign-flip p 0.0312' in good.loc['4', 'evidence'] and good.loc['4', 'preconditions'] == 'every run compared'
+    # 13 spans five settings: its one comparison here holds, the other four are not testable, so the claim is undecided
+    assert good.loc['13', 'outcome'] == 'inconclusive' and good.loc['13', 'comparisons'] == '1 reproduced, 4 not testable here of 5'
+    tie = claim4(BASE['FedAvg'][0], GOOD_ACC)                          # ties FedAvg on rounds: no evidence either way
     assert tie.loc['4', 'outcome'] == 'inconclusive'
-    slow = claim4([9, 9, 10], [0.90, 0.91, 0.89])
-    assert slow.loc['4', 'outcome'] == 'not reproduced'
-    one_bad = claim4([2, 3, 2], [0.90, 0.91, 0.89], health={('FedAvg', 1): 'not learned: best accuracy 0.110 < 0.200'})
-    assert one_bad.loc['4', 'outcome'] == 'not testable here' and 'FedAvg seed 1: not learned' in one_bad.loc['4', 'preconditions']
-    assert 'paired t' in good.loc['4', 'evidence']
+    slow = [9, 9, 10, 9, 10, 9, 9, 10]                                  # slower than FedAvg on every seed, faster than SGD
+    # at five seeds the smallest p, 1/32, does not survive Holm over claim 4's eleven comparisons (0.05/11): undecided
+    assert claim4(slow, GOOD_ACC).loc['4', 'outcome'] == 'inconclusive'
+    assert claim4(slow, GOOD_ACC, n=8).loc['4', 'outcome'] == 'not reproduced'             # at eight, 1/256 does
+    few = claim4(FAST, GOOD_ACC, n=3)                                   # three seeds: no comparison is made
+    assert few.loc['4', 'outcome'] == 'not testable here' and '3 seeds to compare, at least 5 needed' in few.loc['4', 'preconditions']
+
+
+def test_failures_stay_in_and_preconditions_leave_out():
+    "A baseline run that did not learn is evidence, kept at its values; a seed whose precondition failed is left out, and with it the seeds fall below five."
+    failed = claim4(FAST, GOOD_ACC, health={('FedAvg', 1): Health(Kind.NOT_LEARNED, 'best accuracy 0.110 < 0.200')})
+    assert failed.loc['4', 'outcome'] == 'reproduced' and failed.loc['4', 'preconditions'] == 'every run compared'
+    assert 'failures kept as evidence: FedAvg seed 1 not learned' in failed.loc['4', 'evidence']
+    unconverged = {('FedReg', 1): Health(Kind.UNCONVERGED, 'SGD: still rising')}
+    six = claim4(FAST, GOOD_ACC, health=unconverged, n=6)             # five seeds left: still judged
+    assert six.loc['4', 'outcome'] == 'reproduced' and 'FedReg seed 1: reference not converged: SGD: still rising' in six.loc['4', 'preconditions']
+    five = claim4(FAST, GOOD_ACC, health=unconverged)                  # four left: not testable
+    assert five.loc['4', 'outcome'] == 'not testable here' and '4 seeds to compare, at least 5 needed' in five.loc['4', 'preconditions']
 
 
 def test_every_claim_is_judged_and_the_unrunnable_ones_say_why():
-    v = judge(FEDREG.claims, cells_for({('FedAvg', 'ACC'): [0.5, 0.5, 0.5]})).set_index('claim')
+    v = judge(FEDREG.claims, cells_for({('FedAvg', 'ACC'): [0.5] * MIN_SEEDS})).set_index('claim')
     exact = [c.key for c in FEDREG.claims if all(type(k).__name__ == 'Exact' for k in c.checks)]      # 21, 22: the chapter's exact checks
-    assert sorted(exact) == ['21', '22'] and set(v.loc[exact, 'outcome']) == {'reproduced'}
+    assert sorted(exact) == ['21', '22'] and set(v.loc[exact, 'outcome']) == {'reproduced'} and set(v.loc[exact, 'basis']) == {'by construction'}
     assert set(v.drop(exact)['outcome']) == {'not testable here'}
+    assert v.loc['20', 'basis'] == 'by construction' and v.loc['4', 'basis'] == 'empirical'
     assert 'real data only' in v.loc['11', 'preconditions']
     for k in ('17b', '18d'): assert 'CT images of COVID-19 / FedReg with MG' in v.loc[k, 'preconditions'] and 'no per-seed results' in v.loc[k, 'preconditions'], k
 
@@ -296,16 +352,44 @@ def test_every_claim_is_judged_and_the_unrunnable_ones_say_why():
 def test_ct_claims_are_judged_on_the_ct_cells():
     "17b (Figure C.4, on PSNR) and 18d (Table 4's CT column) are comparisons on the CT setting's cells, judged once they exist."
     from fedrepro.fedreg import CT_CNN
-    psnr = pd.DataFrame([dict(setting=CT_CNN, method=m, seed=s, metric='PSNR', value=v + s, rounds=2, health='ok')
-                         for m, v in (('FedAvg', 20.0), ('FedReg with MG', 9.0)) for s in range(3)], columns=SEED_COLUMNS)
+    seeds = range(MIN_SEEDS)
+    psnr = pd.DataFrame([dict(setting=CT_CNN, method=m, seed=s, metric='PSNR', value=v + s, rounds=2, health='ok', detail='')
+                         for m, v in (('FedAvg', 20.0), ('FedReg with MG', 9.0)) for s in seeds], columns=SEED_COLUMNS)
     v = judge(FEDREG.claims, psnr).set_index('claim')
     assert v.loc['17b', 'outcome'] == 'reproduced' and 'CT images of COVID-19 PSNR' in v.loc['17b', 'evidence']
     flipped = psnr.assign(value=psnr['value'].where(psnr['method'] == 'FedAvg', psnr['value'] + 20))
     assert judge(FEDREG.claims, flipped).set_index('claim').loc['17b', 'outcome'] == 'not reproduced'
-    acc = pd.DataFrame([dict(setting=CT_CNN, method=m, seed=s, metric='ACC', value=v + 0.01 * s, rounds=10, health='ok')
+    attack_failed = psnr.assign(health=Kind.PRECONDITION.value, detail="attack failed: it recovers nothing from FedAvg's upload")
+    v = judge(FEDREG.claims, attack_failed).set_index('claim')
+    assert v.loc['17b', 'outcome'] == 'not testable here' and 'attack failed' in v.loc['17b', 'preconditions']
+    acc = pd.DataFrame([dict(setting=CT_CNN, method=m, seed=s, metric='ACC', value=v + 0.01 * s, rounds=10, health='ok', detail='')
                         for m, v in (('FedReg with MG', 0.66), ('DPSGD', 0.53), ('FedAvg with DPSGD', 0.57), ('FedProx with DPSGD', 0.57),
-                                     ('FedCurv with DPSGD', 0.58)) for s in range(3)], columns=SEED_COLUMNS)
+                                     ('FedCurv with DPSGD', 0.58)) for s in seeds], columns=SEED_COLUMNS)
     assert judge(FEDREG.claims, acc).set_index('claim').loc['18d', 'outcome'] == 'reproduced'
+
+
+def test_metrics_are_declared_as_the_paper_means_them():
+    "ACC is the best round's; R_a and the other round counts are fewer-is-better; image scores and correlations are scores; and every comparison that claims FedReg better goes the way its metric is better."
+    from pathlib import Path
+    M = FEDREG.metrics
+    assert M['ACC'] == BEST_ACC and all(M[k] == ROUNDS for k in ('R0.5', 'R0.9', 'R1.0', 'rounds to 50%', 'rounds to 70%', 'rounds to 90%'))
+    assert {k for k, m in M.items() if m.kind is MetricKind.SCORE} == {'PSNR', 'SSIM', 'stamp PSNR', 'stamp SSIM', 'Fisher correlation, pseudo',
+                                                                        'Fisher correlation, own data'}
+    assert {k for k, m in M.items() if m.kind is MetricKind.RATIO} == {"R1.0 / FedAvg's", "R1.0 / SGD's", 'loss ratio', 'wall_clock_ratio_to_FedAvg',
+                                                                        "communication / FedAvg's"}
+    for c in FEDREG.claims:
+        for k in c.checks:
+            if isinstance(k, Compare) and k.a.startswith('FedReg'): assert k.better == M[k.metric].better, (c.key, k)
+    cells = read_seed_csvs(Path(__file__).resolve().parents[1] / 'nbs' / 'repro' / 'mini', 'fedreg_')
+    assert set(cells['metric']) <= set(M)                    # every metric a committed cell holds is declared
+
+
+def test_every_artefact_feeds_its_claims():
+    "Each job judges the claims its cells bear on; every claim is fed by one, but for the three on real data only and the two exact ones."
+    fed = {k for ks in FEDREG.feeds.values() for k in ks}
+    assert {c.key for c in FEDREG.claims} - fed == {'10', '11', '12', '21', '22'}
+    assert [c.key for c in FEDREG.claims_of('fedreg_figureC3')] == ['17'] and [c.key for c in FEDREG.claims_of('fedreg_figureC4')] == ['17b']
+    assert FEDREG.default_jobs == ('fedreg_table1', 'quickstart', 'fedreg_figure1') and FEDREG.chapter == '10_fedreg'
 
 
 @pytest.mark.parametrize('setting', [st for st in FEDREG.scaled_settings() if st != 'CT images of COVID-19'])   # it runs Table 4's methods alone

@@ -41,3 +41,39 @@ def test_an_interrupted_fedssd_run_resumes_to_identical_metrics(resumes_identica
                            lr=0.05, momentum=0.9, weight_decay=1e-5, aux_per_class=8, device='cpu')
     full = resumes_identically(cfg, ['round', 'test_acc', 'test_loss', 'mask_nonzero', 'm_sample', 'ssd_over_ce', 'm_class', 'aux_recall'])
     assert full.metrics['mask_nonzero'].iloc[-1] > 0
+
+
+def _curve(accs, up=10.0, down=10.0, **logs):
+    import numpy as np, pandas as pd
+    pad = lambda v: [np.nan] + [v] * (len(accs) - 1)
+    return pd.DataFrame({'round': range(len(accs)), 'test_acc': accs, 'up_params': pad(up), 'down_params': pad(down), **logs})
+
+
+def test_fedssd_cells_health_is_typed_by_what_each_cell_is_measured_against():
+    "T needs FedAvg's run to set its target (learned, plateaued, above the learned level); ACC − FedAvg's needs only that it did not fail; the margin keeps a failed baseline in."
+    import numpy as np
+    from fedrepro.fedssd import fedssd_cells
+    from fedrepro.repro import Health, Kind, OK
+    accs = np.linspace(0.1, 0.6, 11)
+    runs = {'FedAvg': _curve(accs), 'FedCurv': _curve(accs - 0.05, 30, 30), 'FedSSD': _curve(np.minimum(accs + 0.12, 0.65), 10, 11)}
+    health = lambda rs, chance=0.1, h={}: {(c['method'], c['metric']): c.get('health', OK) for c in fedssd_cells(rs, chance, h)}
+    rising = health(runs)
+    assert all(isinstance(h, Health) for h in rising.values())
+    assert rising['FedSSD', 'rounds to target'].kind is Kind.UNCONVERGED and rising['FedSSD', "ACC − FedAvg's"] == OK
+    flat = {**runs, 'FedAvg': _curve(np.minimum(accs, 0.5))}
+    assert health(flat)['FedSSD', 'rounds to target'] == OK
+    assert health(flat, 0.4)['FedCurv', 'rounds to target'].kind is Kind.LOW_TARGET
+    failed = health(flat, 0.1, {'FedAvg': Health(Kind.NOT_LEARNED, 'best accuracy 0.150 < 0.200')})
+    assert {failed['FedSSD', 'rounds to target'].kind, failed['FedCurv', "ACC − FedAvg's"].kind} == {Kind.REFERENCE}
+    assert failed['FedSSD', 'margin over the best baseline'] == OK and failed['FedCurv', "traffic / FedAvg's"] == OK
+
+
+def test_fedssd_metrics_are_declared_as_the_paper_means_them():
+    from fedrepro.fedssd import FEDSSD
+    m = FEDSSD.metrics
+    assert (m['ACC'].kind, m['ACC'].accuracy, m['ACC'].better) == ('accuracy', 'final', 'higher')          # Table I: after the last round
+    assert (m['rounds to target'].kind, m['rounds to target'].better) == ('rounds', 'lower')               # T
+    assert (m['local acc, mean after R/10'].kind, m['local acc, mean after R/10'].better) == ('score', 'higher')   # C6: higher
+    assert m['mask non-zero, round 1'].better == 'lower' and m['mask non-zero trend'].better == 'higher'    # C5
+    assert m['global > local, share of rounds'].better == m["rare classes: FedAvg's drop avoided"].better == 'higher'
+    assert m['SSD / CE, last round'].better is None and m["traffic / FedAvg's"].better == 'lower'
