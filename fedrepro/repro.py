@@ -542,13 +542,19 @@ def _series(cells: pd.DataFrame, setting: str, method: str, metric: str):
     if g.empty: raise Untestable(f'{setting} / {method} / {metric}: no per-seed results at this scale')
     kinds = [Kind(h) for h in g['health']]
     keep = np.array([k is Kind.OK or k in FAILURES for k in kinds])
-    out = [f'{method} seed {s}: {Health(k, d)}' for s, k, d, kp in zip(g['seed'], kinds, g['detail'], keep) if not kp]
+    out = [(method, s, str(Health(k, d))) for s, k, d, kp in zip(g['seed'], kinds, g['detail'], keep) if not kp]
     failed = [(s, f'{method} seed {s} {k}') for s, k in zip(g['seed'], kinds) if k in FAILURES]
     kept = g[keep].set_index('seed')
     return kept['value'].astype(float), kept['rounds'].astype(float), out, failed
 
+def _reasons(out: list) -> str:
+    "The seeds left out, `(method, seed, why)`, as text, a reason the methods share (their reference's) said once: 'FedReg, FedAvg seed 0: ...'."
+    by = {}
+    for m, s, why in out: by.setdefault((s, why), []).append(m)
+    return '; '.join(f"{', '.join(dict.fromkeys(ms))} seed {s}: {why}" for (s, why), ms in by.items())
+
 def _need(n: int, out: list, what: str, need: int = MIN_SEEDS):
-    if n < need: raise Untestable(f'{what}: {n} seed{"s" if n != 1 else ""} to compare, at least {need} needed' + (f" ({'; '.join(out)})" if out else ''))
+    if n < need: raise Untestable(f'{what}: {n} seed{"s" if n != 1 else ""} to compare, at least {need} needed' + (f' ({_reasons(out)})' if out else ''))
 
 def _floor(va: pd.Series, vb: pd.Series, budgets, better: str):
     "Both series under one map: a threshold never reached (inf) censored at the budget (or the largest finite value, if larger), a value a failed run left undefined (NaN) set to the worst finite one. The same map for both methods, so under the null a pair stays exchangeable and the sign-flip test stays exact."
@@ -566,7 +572,7 @@ def _paired(cells: pd.DataFrame, setting: str, metric: str, a: str, b: str, bett
     seeds, out = va.index.intersection(vb.index), out_a + out_b
     _need(len(seeds), out, f"{setting}, {a} vs {b}{f' in {setting_b}' if setting_b else ''}", need)
     va, vb = _floor(va[seeds], vb[seeds], [*ra[seeds], *rb[seeds]], better)
-    return va, vb, seeds, '; '.join(out), [f for s, f in fail_a + fail_b if s in seeds]
+    return va, vb, seeds, _reasons(out), [f for s, f in fail_a + fail_b if s in seeds]
 
 def _failures(kept: list) -> str: return f"; failures kept as evidence: {', '.join(kept)}" if kept else ''
 def _seeds(seeds) -> str: return 'seeds ' + ', '.join(map(str, seeds))
@@ -608,7 +614,7 @@ class Band:
 
     def judge(self, cells: pd.DataFrame) -> Judged:
         v, _, out, failed = _series(cells, self.setting, self.method, self.metric)
-        out += [f'{self.method} seed {s}: value undefined' for s in v.index[v.isna()]]
+        out += [(self.method, s, 'value undefined') for s in v.index[v.isna()]]
         v, failed = v.dropna(), [f for s, f in failed if s in v.dropna().index]
         _need(len(v), out, f'{self.setting}, {self.method}')
         bounds = [(b, c) for b, c in ((self.lo, 'greater'), (self.hi, 'less')) if np.isfinite(b)]
@@ -616,7 +622,7 @@ class Band:
         parts = '; '.join(f"{'>' if c == 'greater' else '<'} {b:g}: p {p:.3g}" for (b, c), (p, _) in zip(bounds, ps))
         p, q = max(p for p, _ in ps), min(q for _, q in ps)      # every bound must hold; one crossed contradicts (both cannot be: no correction)
         ev = f"{self.setting} {self.method} {self.metric} {_values(v)} ({_seeds(v.index)}; {parts}{_failures(failed)})"
-        return Judged(_decide(p, q), ev, '; '.join(out), p, q)
+        return Judged(_decide(p, q), ev, _reasons(out), p, q)
 
 @dataclass(frozen=True)
 class Never:
@@ -633,7 +639,7 @@ class Never:
         want = np.isfinite(v.to_numpy()) == self.reached
         outcome = Outcome.REPRODUCED if want.all() else Outcome.NOT_REPRODUCED if not want.any() else Outcome.INCONCLUSIVE
         ev = f"{self.setting} {self.method} {self.metric} {_values(v)} ({'reached' if self.reached else 'never reached'} on {int(want.sum())} of {len(v)} seeds{_failures([f for _, f in failed])})"
-        return Judged(outcome, ev, '; '.join(out), float(not want.all()), float(want.any()))
+        return Judged(outcome, ev, _reasons(out), float(not want.all()), float(want.any()))
 
 @dataclass(frozen=True)
 class NotAbove:
@@ -706,7 +712,7 @@ class Fails:
         n = len(failed)
         outcome = Outcome.REPRODUCED if n == len(v) else Outcome.NOT_REPRODUCED if n == 0 else Outcome.INCONCLUSIVE
         ev = f"{self.setting} {self.method} {self.metric} {_values(v)} ({_seeds(v.index)}; failed on {n} of {len(v)}{': ' + ', '.join(f for _, f in failed) if failed else ''})"
-        return Judged(outcome, ev, '; '.join(out), float(n < len(v)), float(n > 0))
+        return Judged(outcome, ev, _reasons(out), float(n < len(v)), float(n > 0))
 
 @dataclass(frozen=True)
 class Elsewhere:
