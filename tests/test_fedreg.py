@@ -394,14 +394,17 @@ def test_every_artefact_feeds_its_claims():
 
 @pytest.mark.parametrize('setting', [st for st in FEDREG.scaled_settings() if st != 'CT images of COVID-19'])   # it runs Table 4's methods alone
 def test_committed_mini_results_test_something(setting):
-    "The committed mini runs: FedAvg learned (best accuracy ≥ twice chance) on every seed, and SGD's R0.5 threshold lies above chance, neither run flagged."
+    "The committed mini runs: FedAvg learned (best accuracy ≥ twice chance) on every seed, unflagged; SGD's R0.5 threshold lies above chance; and a seed whose SGD run failed leaves every R_a cell of that seed out as 'reference failed', not as a result."
     from pathlib import Path
     cells = read_seed_csvs(Path(__file__).resolve().parents[1] / 'nbs' / 'repro' / 'mini', 'fedreg_table')
-    acc = cells[(cells['metric'] == 'ACC') & (cells['setting'] == setting)]
-    chance = FEDREG.chance(setting, 'mini')
+    here = cells[cells['setting'] == setting]
+    acc, chance = here[here['metric'] == 'ACC'], FEDREG.chance(setting, 'mini')
     avg, sgd = acc[acc['method'] == 'FedAvg'], acc[acc['method'] == 'SGD']
     assert len(avg) >= 3 and (avg['value'] >= 2 * chance).all() and (avg['health'] == 'ok').all(), avg[['value', 'health']].values.tolist()
-    assert len(sgd) >= 3 and (0.5 * sgd['value'] > chance).all() and (sgd['health'] == 'ok').all(), sgd[['value', 'health']].values.tolist()
+    assert len(sgd) >= 3 and (0.5 * sgd['value'] > chance).all(), sgd[['value', 'health']].values.tolist()
+    r_a = here[here['metric'].isin(['R0.5', 'R0.9', 'R1.0'])]
+    for seed in sgd.loc[sgd['health'] != 'ok', 'seed']:
+        assert (r_a.loc[r_a['seed'] == seed, 'health'] == 'reference failed').all(), (setting, seed)
 
 
 @pytest.mark.parametrize('setting, record', [('EMNIST', 'fedreg_emnist_lr_sweep.csv'), ('CIFAR-10 (one class)', 'fedreg_cifar10_oneclass_sweep.csv'),
