@@ -4,17 +4,18 @@
 
 # %% ../nbs/06_runner.ipynb #59219ced
 from __future__ import annotations
-import hashlib, json, math, platform, shutil, sys, time, warnings
+import hashlib, json, math, os, platform, shutil, sys, time, warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np, pandas as pd, torch
-from .core import atomic_write, write_json, get_device
+from .core import atomic_write, write_json, get_device, check
 from .config import ExperimentConfig
 from .engine import Federation, ClientStore
 
 # %% auto #0
-__all__ = ['environment', 'RunResult', 'divergence', 'summarize_run', 'code_version', 'run']
+__all__ = ['DETERMINISTIC_ENV', 'CUBLAS_DETERMINISTIC', 'environment', 'RunResult', 'divergence', 'summarize_run',
+           'deterministic_requested', 'deterministic_algorithms', 'code_version', 'run']
 
 # %% ../nbs/06_runner.ipynb #851b329f
 def environment(device) -> dict:
@@ -24,7 +25,7 @@ def environment(device) -> dict:
     return {'python': sys.version.split()[0], 'platform': platform.platform(), 'torch': torch.__version__,
             'numpy': np.__version__, 'fedrepro': fedrepro.__version__, 'device': str(dev),
             'device_name': torch.cuda.get_device_name(dev) if dev.type == 'cuda' else platform.processor() or platform.machine(),
-            'torch_threads': torch.get_num_threads()}
+            'torch_threads': torch.get_num_threads(), 'deterministic': torch.are_deterministic_algorithms_enabled()}
 
 @dataclass
 class RunResult:
@@ -58,6 +59,29 @@ def _dp_summary(cfg: ExperimentConfig, metrics: pd.DataFrame) -> dict:
     "A DP-SGD run's privacy spent at its end: the largest client epsilon at `cfg.dp_delta`; nothing for other runs."
     if cfg.dp_clip is None or 'dp_epsilon' not in metrics: return {}
     return {'dp_epsilon': float(metrics['dp_epsilon'].iloc[-1]), 'dp_delta': cfg.dp_delta}
+
+# %% ../nbs/06_runner.ipynb #e1d7a3c1
+DETERMINISTIC_ENV = 'FEDREPRO_DETERMINISTIC'      # '1': runs are deterministic unless told otherwise
+CUBLAS_DETERMINISTIC = ':4096:8'                  # a CUBLAS_WORKSPACE_CONFIG that cuBLAS is deterministic under
+
+def deterministic_requested(deterministic: bool | None = None) -> bool:
+    "`deterministic` as given, or, when None, whether the environment variable `FEDREPRO_DETERMINISTIC` is '1'."
+    if deterministic is None: deterministic = os.environ.get(DETERMINISTIC_ENV, '0') == '1'
+    check(isinstance(deterministic, bool), 'deterministic', deterministic, f'True, False or None (None: {DETERMINISTIC_ENV}=1 turns it on)')
+    return deterministic
+
+@contextmanager
+def deterministic_algorithms(on: bool = True):
+    "PyTorch's deterministic algorithms, cuDNN without benchmarking and cuBLAS's deterministic workspace while inside (when `on`); the previous settings after."
+    if not on: yield; return
+    os.environ.setdefault('CUBLAS_WORKSPACE_CONFIG', CUBLAS_DETERMINISTIC)
+    was = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(), torch.backends.cudnn.benchmark
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+    try: yield
+    finally:
+        torch.use_deterministic_algorithms(was[0], warn_only=was[1])
+        torch.backends.cudnn.benchmark = was[2]
 
 # %% ../nbs/06_runner.ipynb #b72e982f
 def code_version() -> str:
@@ -188,13 +212,15 @@ def _segments(run_dir: Path, fed: Federation, start: int) -> dict:
     return {'seed': fed.cfg.seed, 'segments': segments + [{'from_round': start, **environment(fed.device), 'code': code_version()}]}
 
 def run(cfg: ExperimentConfig, out='runs', callbacks=(), progress: bool = False, data=None, keep_diverged: bool = False,
-        allow_code_change: bool = False) -> RunResult:
-    "Run `cfg` (or resume it) in `out/<cfg.run_name>`, writing its records; returns them. A run stops at the round its model diverges unless `keep_diverged`."
+        allow_code_change: bool = False, deterministic: bool | None = None) -> RunResult:
+    "Run `cfg` (or resume it) in `out/<cfg.run_name>`, writing its records; returns them. A run stops at the round its model diverges unless `keep_diverged`; `deterministic`: with PyTorch's deterministic algorithms (None: as `FEDREPRO_DETERMINISTIC` says)."
+    deterministic = deterministic_requested(deterministic)
     run_dir = Path(out) / cfg.run_name
     fresh = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
-        with _locked(run_dir): return _run(cfg, run_dir, callbacks, progress, data, keep_diverged, allow_code_change)
+        with _locked(run_dir), deterministic_algorithms(deterministic):
+            return _run(cfg, run_dir, callbacks, progress, data, keep_diverged, allow_code_change)
     except BaseException:
         if fresh and {p.name for p in run_dir.iterdir()} <= {'.lock'}: shutil.rmtree(run_dir, ignore_errors=True)  # a config its data refuse leaves none
         raise
