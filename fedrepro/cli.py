@@ -4,7 +4,8 @@
 
 # %% ../nbs/07_cli.ipynb #af60c537
 from __future__ import annotations
-import argparse, difflib, json, shutil, sys, time
+import argparse, difflib, json, os, shutil, sys, time
+from contextlib import contextmanager
 import fedrepro
 from dataclasses import fields, MISSING
 from pathlib import Path
@@ -14,7 +15,7 @@ from .runner import run
 
 # %% auto #0
 __all__ = ['SCALES', 'config_from_args', 'repro_dir', 'reproductions', 'job_path', 'job_parameters', 'all_or_nothing',
-           'quiet_kernel', 'jobs', 'check_job', 'reproduce', 'list_all', 'main']
+           'quiet_kernel', 'jobs', 'check_job', 'run_options', 'reproduce', 'list_all', 'main']
 
 # %% ../nbs/07_cli.ipynb #cb3a1693
 _TYPES = {'int': int, 'float': float, 'str': str, 'int | None': int, 'float | None': float, 'bool': lambda s: _parse_bool(s)}
@@ -94,6 +95,13 @@ def _run_parser(sub):
     p.add_argument('--no-progress', action='store_true', help='no progress bar')
     p.add_argument('--keep-diverged', action='store_true', help='train on after the model diverges (default: stop at that round, exit 1)')
     p.add_argument('--allow-code-change', action='store_true', help='resume a run that another fedrepro version started')
+    p.add_argument('--deterministic', action='store_true', help="PyTorch's deterministic algorithms: bit-identical reruns on one GPU model")
+
+def _runs_per_gpu(text: str) -> int:
+    "`--runs-per-gpu`'s value: an integer >= 1."
+    if not text.strip().isdecimal() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f'{text!r} is not allowed: an integer >= 1, the runs that share one GPU at a time')
+    return int(text)
 
 def _seed_list(text: str) -> list[int]:
     "`--seeds 0,1,2` as a list, refused by name."
@@ -184,9 +192,26 @@ def check_job(name: str, scale: str = 'mini', device: str = 'auto', extra: dict 
         from fedrepro.results import check_backend
         check_backend(extra['backend'])
 
+@contextmanager
+def run_options(runs_per_gpu: int | None = None, deterministic: bool = False):
+    "Inside, the environment says how runs execute (`FEDREPRO_RUNS_PER_GPU`, `FEDREPRO_DETERMINISTIC`), for a job's kernel to inherit; as it was after."
+    from fedrepro.results import RUNS_PER_GPU_ENV, runs_per_gpu_requested
+    from fedrepro.runner import DETERMINISTIC_ENV
+    check(isinstance(deterministic, bool), 'deterministic', deterministic, 'True or False')
+    given = {RUNS_PER_GPU_ENV: None if runs_per_gpu is None else str(runs_per_gpu_requested(runs_per_gpu)),
+             DETERMINISTIC_ENV: '1' if deterministic else None}
+    given = {k: v for k, v in given.items() if v is not None}
+    was = {k: os.environ.get(k) for k in given}
+    os.environ.update(given)
+    try: yield
+    finally:
+        for k, v in was.items():
+            if v is None: os.environ.pop(k, None)
+            else: os.environ[k] = v
+
 def reproduce(name: str, scale: str = 'mini', out='repro_out', seeds=None, device: str = 'auto', data_root: str = 'data', progress: bool = True,
-              extra: dict | None = None) -> Path:
-    "Execute reproduction notebook `name` at `scale` with papermill, `extra` setting its own parameters; returns the executed notebook's path in `out`."
+              extra: dict | None = None, runs_per_gpu: int | None = None, deterministic: bool = False) -> Path:
+    "Execute reproduction notebook `name` at `scale` with papermill, `extra` setting its own parameters, its runs `runs_per_gpu` a GPU and `deterministic`; returns the executed notebook's path in `out`."
     import papermill as pm
     check_job(name, scale, device, extra)
     extra = extra or {}
@@ -196,7 +221,8 @@ def reproduce(name: str, scale: str = 'mini', out='repro_out', seeds=None, devic
     stem = _stem(name, extra)
     execute = lambda path: pm.execute_notebook(str(job_path(name)), str(path), parameters=params, kernel_name='python3',
                                                cwd=str(out), progress_bar=progress, **quiet_kernel())
-    try: return all_or_nothing(out, stem, execute)
+    try:
+        with run_options(runs_per_gpu, deterministic): return all_or_nothing(out, stem, execute)
     except pm.PapermillExecutionError as e:
         raise RuntimeError(f'{name} failed at cell {e.exec_count}: {e.ename}: {e.evalue} (the previous results are kept; '
                            f'the failed notebook is {out / stem}.failed.ipynb)') from None
@@ -228,6 +254,8 @@ def main(argv=None):
     r.add_argument('--device', default='auto')
     r.add_argument('--data-root', default='data')
     r.add_argument('--set', action='append', metavar='KEY=VALUE', help="one of the notebook's own parameters, e.g. profile=P; repeatable")
+    r.add_argument('--runs-per-gpu', type=_runs_per_gpu, default=None, help='runs that share one GPU at a time, on every GPU (default: 1)')
+    r.add_argument('--deterministic', action='store_true', help="PyTorch's deterministic algorithms in every run: bit-identical reruns on one GPU model")
     b = sub.add_parser('book', help='render the book into _docs/ (offline with smalldocs, or --quarto)')
     b.add_argument('--results', default=None, help='a reproduce --out folder whose executed notebooks the book shows')
     b.add_argument('--quarto', action='store_true', help='render with Quarto instead of smalldocs')
@@ -243,12 +271,13 @@ def main(argv=None):
             for name in todo: check_job(name, args.scale, args.device, extra)      # all refused before the first starts
             for name in todo:
                 t0 = time.perf_counter()
-                path = reproduce(name, args.scale, args.out, args.seeds, args.device, args.data_root, extra=extra)
+                path = reproduce(name, args.scale, args.out, args.seeds, args.device, args.data_root, extra=extra,
+                                 runs_per_gpu=args.runs_per_gpu, deterministic=args.deterministic)
                 print(f'{path}\n{name} at {args.scale}: {(time.perf_counter() - t0) / 60:.1f} min', flush=True)
             if len(todo) > 1: print(f'{len(todo)} jobs at {args.scale}: {(time.perf_counter() - start) / 60:.1f} min')
         else:
             res = run(config_from_args(args), args.out, progress=not args.no_progress, keep_diverged=args.keep_diverged,
-                      allow_code_change=args.allow_code_change)
+                      allow_code_change=args.allow_code_change, deterministic=args.deterministic or None)
             print(json.dumps(res.summary, indent=2)); print(f'records: {res.run_dir}')
             if d := res.summary.get('diverged'):
                 parser.exit(1, f"fedrepro: the run diverged at round {d['round']} ({d['reason']}); it reports no accuracy"

@@ -12,11 +12,12 @@ import torch
 import numpy as np, pandas as pd
 from .core import check, get_device
 from .config import ExperimentConfig
-from .runner import run, RunResult
+from .runner import run, RunResult, deterministic_requested, CUBLAS_DETERMINISTIC
 
 # %% auto #0
-__all__ = ['BACKENDS', 'REPRO_COLUMNS', 'run_seeds', 'curves', 'check_backend', 'parallel_starmap', 'run_many', 'repro_table',
-           'write_repro_csv', 'seed_stats', 'mean_std', 'first_round', 'rounds_stats']
+__all__ = ['RUNS_PER_GPU_ENV', 'BACKENDS', 'REPRO_COLUMNS', 'run_seeds', 'curves', 'check_backend', 'runs_per_gpu_requested',
+           'worker_gpus', 'local_pool', 'parallel_starmap', 'run_many', 'repro_table', 'write_repro_csv', 'seed_stats',
+           'mean_std', 'first_round', 'rounds_stats']
 
 # %% ../nbs/08_results.ipynb #c69dbad0
 def run_seeds(cfg: ExperimentConfig, seeds, out='runs', **kw) -> list[RunResult]:
@@ -28,9 +29,13 @@ def curves(results: dict) -> pd.DataFrame:
     return pd.concat([r.metrics.assign(method=m, seed=r.cfg.seed) for m, rs in results.items() for r in rs], ignore_index=True)
 
 # %% ../nbs/08_results.ipynb #6a1c0b01
-def _worker_init():
+RUNS_PER_GPU_ENV = 'FEDREPRO_RUNS_PER_GPU'     # runs a GPU takes at once when `runs_per_gpu` is not given: how a job's runs get it
+
+def _worker_init(gpus=None):
+    "Set up a worker process: one thread, every module loaded, and, given `gpus` (a queue of GPU indices), bound to the next GPU in it."
     from fedrepro.core import load_modules
     torch.set_num_threads(1)
+    if gpus is not None: torch.cuda.set_device(gpus.get())
     load_modules()
 
 def _star(fn, args): return fn(*args)
@@ -44,25 +49,60 @@ def check_backend(backend: str):
     check(backend != 'ray' or importlib.util.find_spec('ray') is not None, 'backend', backend,
           """Ray is not installed: pip install -e ".[ray]" (or "fedrepro[ray]"), or use backend='local'""")
 
+def runs_per_gpu_requested(runs_per_gpu: int | None = None) -> int:
+    "`runs_per_gpu` as given, or, when None, the environment variable `FEDREPRO_RUNS_PER_GPU` (unset: 1); refused in one line unless an integer >= 1."
+    field = 'runs_per_gpu'
+    if runs_per_gpu is None:
+        field, text = RUNS_PER_GPU_ENV, os.environ.get(RUNS_PER_GPU_ENV, '1')
+        runs_per_gpu = int(text) if text.strip().isdecimal() else text
+    check(isinstance(runs_per_gpu, int) and not isinstance(runs_per_gpu, bool) and runs_per_gpu >= 1, field, runs_per_gpu,
+          'an integer >= 1: the runs that share one GPU at a time, each in a process of its own')
+    return runs_per_gpu
+
+def worker_gpus(workers: int, gpus: int) -> list[int]:
+    "The GPU each of `workers` processes is bound to on `gpus` GPUs: in turn, so each GPU gets an equal share and fewer workers than GPUs still spread."
+    return [i % gpus for i in range(workers)]
+
+def local_pool(calls: int, workers: int | None, on_gpu: bool, gpus: int, runs_per_gpu: int, cores: int) -> tuple[int, list[int] | None]:
+    "How many local processes make `calls` calls, and the GPU each is bound to (None: none, or a single process, which is this one)."
+    if workers is None: workers = gpus * runs_per_gpu if on_gpu else cores
+    check(isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1, 'workers', workers,
+          'None (one per core; on a GPU, runs_per_gpu on each) or an integer >= 1')
+    workers = min(workers, calls)
+    return workers, worker_gpus(workers, gpus) if on_gpu and workers > 1 else None
+
+def _on_gpu(arglists) -> bool:
+    "Whether a config among the calls' arguments runs on cuda."
+    return any(isinstance(a, ExperimentConfig) and get_device(a.device).type == 'cuda' for args in arglists for a in args)
+
 def parallel_starmap(fn, arglists, workers: int | None = None, backend: str = 'local', address: str | None = None,
-                     gpus_per_run: float = 1, retries: int = 3) -> list:
-    "`[fn(*args) for args in arglists]` on `workers` single-thread processes (default: one per core), or as Ray tasks with `backend='ray'`; `fn` must be importable."
+                     gpus_per_run: float = 1, retries: int = 3, runs_per_gpu: int | None = None) -> list:
+    "`[fn(*args) for args in arglists]` on `workers` single-thread processes (default: one per core; where a config among the arguments runs on cuda, `runs_per_gpu` on each GPU), or as Ray tasks with `backend='ray'`; `fn` must be importable."
     arglists = list(arglists)
     check_backend(backend)
-    if workers is None and backend == 'local': workers = os.cpu_count() or 1
-    check(workers is None or isinstance(workers, int) and workers >= 1, 'workers', workers, 'None (one per core) or an integer >= 1')
-    if backend == 'ray': return _ray_starmap(fn, arglists, workers, address, gpus_per_run, retries)
-    workers = min(workers, len(arglists))
+    runs_per_gpu = runs_per_gpu_requested(runs_per_gpu)
+    if backend == 'ray':
+        check(workers is None or isinstance(workers, int) and workers >= 1, 'workers', workers, 'None (as many as the cluster takes) or an integer >= 1')
+        if gpus_per_run == 1: gpus_per_run = 1 / runs_per_gpu
+        return _ray_starmap(fn, arglists, workers, address, gpus_per_run, retries)
+    on_gpu = _on_gpu(arglists)
+    workers, gpus = local_pool(len(arglists), workers, on_gpu, torch.cuda.device_count() if on_gpu else 0, runs_per_gpu, os.cpu_count() or 1)
     if workers <= 1: return [fn(*a) for a in arglists]
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context('spawn'), initializer=_worker_init) as pool:
+    ctx = multiprocessing.get_context('spawn')
+    slots = None
+    if gpus is not None:
+        slots = ctx.Queue()
+        for g in gpus: slots.put(g)
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init, initargs=(slots,)) as pool:
         return list(pool.map(partial(_star, fn), arglists))
 
 def run_many(cfgs, out='runs', workers: int | None = None, backend: str = 'local', address: str | None = None,
-             gpus_per_run: float = 1, retries: int = 3, **kw) -> list[RunResult]:
-    "Run (or resume) every config of `cfgs` in `out`, on `workers` single-thread processes (default: one per core, one on a GPU) or as Ray tasks (`backend='ray'`); results in `cfgs`' order."
+             gpus_per_run: float = 1, retries: int = 3, runs_per_gpu: int | None = None, **kw) -> list[RunResult]:
+    "Run (or resume) every config of `cfgs` in `out`, on `workers` single-thread processes (default: one per core; on cuda, `runs_per_gpu` on each GPU) or as Ray tasks (`backend='ray'`); `kw` go to `run`; results in `cfgs`' order."
     cfgs = list(cfgs)
-    if workers is None and backend == 'local' and any(get_device(c.device).type == 'cuda' for c in cfgs): workers = 1
-    return parallel_starmap(partial(run, out=out, **kw), [(c,) for c in cfgs], workers, backend, address, gpus_per_run, retries)
+    if deterministic_requested(kw.get('deterministic')):
+        os.environ.setdefault('CUBLAS_WORKSPACE_CONFIG', CUBLAS_DETERMINISTIC)    # the workers inherit it, before their first CUDA call
+    return parallel_starmap(partial(run, out=out, **kw), [(c,) for c in cfgs], workers, backend, address, gpus_per_run, retries, runs_per_gpu)
 
 
 # %% ../nbs/08_results.ipynb #c3d9f5e1
