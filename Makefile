@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SCALE ?= mini
 
-.PHONY: repro test export check-sync nbtest pytest book bench clean
+.PHONY: repro test export check-sync nbtest pytest book bench gpu-check clean
 
 $(STAMP): settings.ini setup.py
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -50,6 +50,16 @@ bench: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python bench/fedreg_floor.py
 	OMP_NUM_THREADS=1 $(BIN)/python bench/method_cost.py
 	$(BIN)/python bench/startup.py
+
+# every paper-scale setting of the five papers on a GPU, without data: runs, CPU agreement, seconds a round, peak memory
+# (bench/gpu_check.py; its docstring has the one-line command for a machine without the venv). On a CPU, at tiny shapes:
+# make gpu-check DEVICE=cpu GPU_SCALE=smoke GPU_OUT=/tmp/gpu_check
+DEVICE ?= cuda
+GPU_SCALE ?= paper
+BUDGET ?= 300
+GPU_OUT ?= bench/results
+gpu-check: $(STAMP)
+	$(BIN)/python bench/gpu_check.py --device $(DEVICE) --scale $(GPU_SCALE) --budget-s $(BUDGET) --out $(GPU_OUT)
 
 clean:
 	rm -rf _docs _proc repro_out runs
