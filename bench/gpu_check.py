@@ -32,7 +32,11 @@ the attacks, then the rest.
 
 On the device machine (torch and the scientific stack present; quadprog, opacus and opt_einsum come as wheels in .whl/):
 
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl && PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1 python3 bench/gpu_check.py --device cuda --out $OUT --budget-s 420
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl && PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1 python3 bench/gpu_check.py --device cuda --out $OUT --budget-s 300
+
+(.whl/ is git-ignored: the device tool must be told to carry it.) Wall time is about the budget plus the row under way
+when it runs out (at most about 2 × `--round-cap-s` + its CPU check) plus a few seconds of start-up: give it
+`timeout_s` 420. Then `python bench/paper_cost.py --gpu-check DIR/gpu_check.csv` writes bench/results/paper_cost.csv.
 
 `--device cpu --scale smoke` runs tiny shapes on a few representative settings in seconds (tests/test_gpu_check.py).
 """
