@@ -1,0 +1,36 @@
+"bench/gpu_throughput.py at --device cpu on tiny settings: one row per level that fits the budget, the rates its timings give, identical runs."
+import importlib.util, subprocess, sys
+from pathlib import Path
+import pandas as pd
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / 'bench' / 'gpu_throughput.py'
+
+
+def bench_module():
+    spec = importlib.util.spec_from_file_location('gpu_throughput', BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_budget_estimate():
+    fits = bench_module().fits
+    assert fits(10, 30, 2, 4, 150) and not fits(100, 30, 2, 4, 150)      # 100 s gone + 60 s estimated > 150 s
+    assert not fits(0, 10, 1, 64, 600)                                      # 64 times the runs of a 10 s level
+
+
+def test_cpu_smoke(tmp_path):
+    args = ['--device', 'cpu', '--rounds', '1', '--local-epochs', '1', '--runs-per-worker', '1', '--levels', '1,2,512',
+            '--budget-s', '60', '--out', str(tmp_path)]
+    done = subprocess.run([sys.executable, str(BENCH), *args], capture_output=True, text=True, timeout=300,
+                          env={'OMP_NUM_THREADS': '1', 'PATH': '/usr/bin:/bin'})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert 'runs_per_gpu=512: skipped' in done.stdout                     # 256 times level 2's runs would not fit
+    df = pd.read_csv(tmp_path / 'gpu_throughput.csv')
+    assert df['runs_per_gpu'].tolist() == [1, 2] and df['workers'].tolist() == [1, 2] and df['runs'].tolist() == [1, 2]
+    assert df['identical'].all()
+    assert df['runs_per_hour'].to_numpy() == pytest.approx(df['runs'] * 3600 / df['wall_s'], rel=0.02)
+    assert df['rounds_per_hour'].to_numpy() == pytest.approx(df['workers'] * 3600 / df['round_s'], rel=0.02)
+    assert df['speedup'].iloc[0] == 1 and (df['round_s'] > 0).all()
+    assert df['gpu'].str.startswith('cpu').all() and df['peak_gb'].isna().all() and (df['device'] == 'cpu').all()
