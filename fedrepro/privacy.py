@@ -29,8 +29,8 @@ def one_image_data(data: FedData, i: int) -> FedData:
     return FedData(data.name, x, y, x, y, [torch.zeros(1, dtype=torch.long, device=x.device)], data.num_classes, data.mean, data.std)
 
 def observe_upload(algo, fm: FlatModel, data: FedData, i: int, lr: float, down: dict, dp: tuple | None = None, seed: int = 0) -> torch.Tensor:
-    "What `algo`'s client sends after one local step on train image `i` alone, from the broadcast `down`: its model `'x'` or FedGC's direction `'g'`; `dp=(C, sigma)`: with DP-SGD."
-    d = one_image_data(data, i)
+    "What `algo`'s client sends after one local step on train image `i` alone, from the broadcast `down`: its model `'x'` or FedGC's direction `'g'`; `dp=(C, sigma)`: with DP-SGD. The image goes to `fm`'s device, wherever `data` is."
+    d = one_image_data(data, i).to(fm.state.device)
     ctx = ClientContext(0, 1, d, d.clients[0], fm, lr, batch_size=1, steps=1, generator=torch_rng(seed, i, 'attack'))
     if dp is not None: ctx.dp_clip, ctx.dp_noise, ctx.dp_generator = dp[0], dp[1], torch_rng(seed, i, 'dp_noise')
     up, _ = algo.client_update(ctx, down, None)
@@ -74,8 +74,8 @@ def total_variation(images: torch.Tensor) -> torch.Tensor:
 # %% ../nbs/15_privacy.ipynb #c1500028
 def _dummies(n: int, shape, seed: int, like: torch.Tensor, mean, std) -> torch.Tensor:
     "`n` random images whose normalised pixels are standard normal (DLG's and Geiping et al.'s start), seeded; on the device and in the precision of `like`."
-    z = torch.randn((n, *shape), generator=torch_rng(seed, 'dummy'), dtype=like.dtype)
-    m, s = (torch.tensor(v, dtype=like.dtype).view(-1, 1, 1) for v in (mean, std))
+    z = torch.randn((n, *shape), generator=torch_rng(seed, 'dummy'), dtype=like.dtype)     # drawn on the CPU: the same start on every device
+    m, s = (torch.tensor(v, dtype=like.dtype, device=z.device).view(-1, 1, 1) for v in (mean, std))
     return (m + s * z).to(like.device).requires_grad_(True)
 
 def _same(g): return g
@@ -142,7 +142,7 @@ def attack_table(results: dict, true: torch.Tensor) -> pd.DataFrame:
 
 # %% ../nbs/15_privacy.ipynb #311fe80c
 def fedgc_attack(cfg, images: int = 4, at_round: int = 100, dlg_iters: int = 300, ig_iters: int = 1000, tv: float = 1e-4):
-    "Train FedGC config `cfg` to round `at_round` − 1, then attack `images` training images' one-step uploads at round 1 and at `at_round`: per-image scores, reconstructions, originals."
+    "Train FedGC config `cfg` to round `at_round` − 1, then attack `images` training images' one-step uploads at round 1 and at `at_round`: per-image scores, reconstructions, originals (on the CPU, as a GPU worker process can hand them back)."
     fed = Federation(cfg)
     fm, algo, data, start = fed.fm, fed.algo, fed.data, fed.algo.x.clone()
     for t in range(1, at_round): fed.round(t)
@@ -163,11 +163,11 @@ def fedgc_attack(cfg, images: int = 4, at_round: int = 100, dlg_iters: int = 300
         for attack in ('DLG', 'IG'):
             rec = (dlg(model, target, labels, true.shape[1:], data.mean, data.std, iters=dlg_iters, view=v) if attack == 'DLG' else
                    inverting_gradients(model, target, labels, true.shape[1:], data.mean, data.std, iters=ig_iters, tv=tv, view=v))
-            recovered[r, upload, attack] = rec
+            recovered[r, upload, attack] = rec.cpu()
             mse = (true - rec.clamp(0, 1)).pow(2).flatten(1).mean(1)
             rows += [dict(round=r, upload=upload, attack=attack, image=int(i), label_right=bool(l == y), mse=float(m), **s)
                      for i, l, y, m, s in zip(idx, labels.tolist(), data.y_train[idx].tolist(), mse, image_scores(true, rec).to_dict('records'))]
-    return pd.DataFrame(rows), recovered, true
+    return pd.DataFrame(rows), recovered, true.cpu()
 
 # %% ../nbs/15_privacy.ipynb #c1500102
 def _fgsm_held(model, z: torch.Tensor, y: torch.Tensor, eta, iters: int, lo, hi) -> torch.Tensor:

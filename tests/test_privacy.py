@@ -135,3 +135,55 @@ def test_the_ct_attack_runs_the_paper_path_on_small_files(tmp_path):
         fedreg_attack(CT_CNN, 'paper', 0, data_root=str(root), chunk=0, **small)
     with pytest.raises(FileNotFoundError, match='covidct'):                                # no data: where to put it
         fedreg_attack(CT_CNN, 'paper', 0, data_root=str(tmp_path / 'nowhere'), **small)
+
+
+# ---- every tensor an attack creates follows its model's device: on a CPU, every factory call in fedrepro names its device
+
+_FACTORIES = ('zeros', 'ones', 'empty', 'full', 'rand', 'randn', 'randint', 'randperm', 'arange', 'linspace', 'eye', 'tensor',
+              'as_tensor', 'scalar_tensor')
+
+
+def _device_free_factories(under, skip=()):
+    "A torch function mode recording each factory call made from a file under `under` (but not named in `skip`) that names no `device`, "
+    "inherits none from a tensor argument and draws from no `generator` (a CPU stream, moved by its caller: the same numbers on every device)."
+    import sys, torch
+    from pathlib import Path
+    from torch.overrides import TorchFunctionMode
+    factories = {getattr(torch, f) for f in _FACTORIES}
+
+    class Record(TorchFunctionMode):
+        def __init__(self): super().__init__(); self.calls = []
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func in factories and not ({'device', 'generator'} & set(kwargs) or any(torch.is_tensor(a) for a in args)):
+                f = sys._getframe(1)
+                name = f.f_code.co_filename
+                if name.startswith(str(under)) and Path(name).name not in skip: self.calls.append(f'{func.__name__} at {f.f_code.co_filename}:{f.f_lineno}')
+            return func(*args, **kwargs)
+    return Record()
+
+
+def test_the_recorder_catches_a_factory_call_without_a_device():
+    import torch
+    with _device_free_factories(__file__) as rec:
+        torch.randn(3); torch.zeros(2, dtype=torch.long); torch.tensor([0.5])         # each lands on the CPU whatever the model's device
+        torch.randn(3, device='cpu'); torch.zeros_like(torch.ones(2)); torch.as_tensor(torch.ones(2))
+        torch.randn(3, generator=torch.Generator())
+    assert [c.split(' ')[0] for c in rec.calls] == ['randn', 'zeros', 'tensor', 'ones', 'ones']
+
+
+def test_the_attacks_create_every_tensor_on_their_inputs_device():
+    "Figure C.3's and Figure 5's attacks (DLG, IG with the plain, clipped and FedReg-with-MG uploads, iDLG, FedGC's view): a "
+    "`torch.randn(shape)` without `device=` anywhere in fedrepro on their path would put a tensor on the CPU beside a cuda model."
+    from pathlib import Path
+    import fedrepro
+    from fedrepro.privacy import fedreg_attack, fedgc_attack
+    from fedrepro.fedgc import FEDGC
+    loading = ('data.py', 'embedded.py', 'loaders.py', 'image_loaders.py', 'partitions.py')   # datasets built on the CPU, moved whole by Federation
+    with _device_free_factories(Path(fedrepro.__file__).parent, loading) as rec:
+        scores, recovered, true = fedreg_attack('EMNIST', 'smoke', 0, sigmas=(0.03,), images=2, iters=2)
+        gc_scores, gc_rec, gc_true = fedgc_attack(FEDGC.config('CIFAR10-10', 'FedGC', 'smoke', seed=0), images=1, at_round=2,
+                                                  dlg_iters=1, ig_iters=2)
+    assert rec.calls == []
+    assert len(recovered) == 3 and len(gc_rec) == 8 and set(gc_scores['attack']) == {'DLG', 'IG'}
+    assert all(t.device.type == 'cpu' for t in [true, gc_true, *recovered.values(), *gc_rec.values()])   # handed back from GPU workers too
