@@ -37,3 +37,39 @@ def test_cpu_against_cpu_is_exact_and_times_are_positive(smoke):
 def test_spent_budget_measures_nothing(tmp_path):
     rows = run_check(tmp_path, '--budget-s', '1e-9')
     assert rows and all(r['status'] == 'not measured (time budget)' and r['round_s'] == '' for r in rows)
+
+def _gpu_check():
+    sys.path.insert(0, str(SCRIPT.parent))
+    import gpu_check
+    return gpu_check
+
+def test_the_float64_comparison_runs_every_algorithm():
+    "The fallback where float32 exceeds the tolerance: each smoke row's first update also runs with model and images in float64 "
+    "(its own float64 init, the same on every device, so not the float32 numbers), and CPU against CPU it is exact."
+    import torch
+    gc = _gpu_check()
+    args, cpu, seen = gc.parse(['--device', 'cpu', '--scale', 'smoke']), torch.device('cpu'), set()
+    for row in gc.all_rows('smoke'):
+        cfg = gc.row_config(row, args)
+        if (key := gc.workload(cfg)) in seen: continue
+        seen.add(key)
+        n = min(gc.client_size(cfg), cfg.batch_size, args.max_client)
+        data = gc.synthetic(cfg, n, 2, n * 4, min(cfg.aux_per_class, 2))
+        f32, f64 = (gc.first_update(cfg, data, cpu, 2, dt) for dt in (torch.float32, torch.float64))
+        assert f32.keys() == f64.keys() and f64, row
+        assert any(not torch.equal(f32[k], f64[k]) for k in f32), row              # float64 did run
+        assert gc.compare_update(cfg, data, 2, cpu, torch.float64) == (0.0, True)
+
+def test_a_float32_disagreement_is_judged_in_float64(monkeypatch):
+    import torch
+    gc = _gpu_check()
+    args = gc.parse(['--device', 'cpu', '--scale', 'smoke'])
+    cfg = gc.row_config(dict(paper='fedssd', setting='CIFAR-10', method='FedAvg'), args)
+    calls = []
+    def compare(cfg, data, steps, device, dtype):
+        calls.append(dtype)
+        return (0.06, False) if dtype == torch.float32 else (3e-11, True)
+    monkeypatch.setattr(gc, 'compare_update', compare)
+    assert gc.check_update(cfg, args, torch.device('cpu')) == (0.06, 'pass in float64 (3e-11)') and calls == [torch.float32, torch.float64]
+    monkeypatch.setattr(gc, 'compare_update', lambda *a: (0.06, False))
+    assert gc.check_update(cfg, args, torch.device('cpu')) == (0.06, 'fail (float64: 0.06)')
