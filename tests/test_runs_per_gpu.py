@@ -3,7 +3,7 @@ import queue
 import pytest
 import torch
 from fedrepro import results
-from fedrepro.results import run_many, local_pool, runs_per_gpu_requested, RUNS_PER_GPU_ENV
+from fedrepro.results import run_many, local_pool, runs_per_gpu_requested, RUNS_PER_GPU_ENV, RUNS_PER_GPU_DEFAULT
 
 
 def test_a_worker_binds_to_the_next_gpu_of_its_queue(monkeypatch):
@@ -23,6 +23,14 @@ def test_every_gpu_gets_runs_per_gpu_workers():
 def test_bad_runs_per_gpu_is_refused_in_one_line(bad, cpu_cfg):
     with pytest.raises(ValueError, match=r"^runs_per_gpu=.* is not allowed: an integer >= 1[^\n]*$"):
         run_many([cpu_cfg(rounds=1)], runs_per_gpu=bad)
+
+
+def test_unset_it_is_four_runs_a_gpu_and_the_cpu_pool_is_unchanged(monkeypatch):
+    "The measured default (bench/results/gpu_throughput.csv): 4 a GPU on cuda; on the CPU one worker per core, as before."
+    monkeypatch.delenv(RUNS_PER_GPU_ENV, raising=False)
+    assert runs_per_gpu_requested() == RUNS_PER_GPU_DEFAULT == 4
+    assert local_pool(100, None, True, 2, runs_per_gpu_requested(), 16) == (8, [0, 1] * 4)
+    assert local_pool(100, None, False, 0, runs_per_gpu_requested(), 16) == (16, None)
 
 
 def test_the_environment_sets_the_default(monkeypatch, cpu_cfg):
