@@ -340,13 +340,16 @@ def run(args) -> Path:
     start, env = time.perf_counter(), environment(device)
     rows = ordered(all_rows(args.scale), attack_rows(args.scale), rest=args.scale == 'paper')
     out = Path(args.out) / 'gpu_check.csv'
-    write, timed = Writer(out), {}
+    write, timed, done = Writer(out), {}, measured_before(args.resume)
     print(f'{len(rows)} rows on {env["gpu"]} ({device}), torch {env["torch"]}, budget {args.budget_s:g} s', flush=True)
     for row in rows:
         attack = row['method'].startswith('attack')
         row = {**row, **env, **({} if attack else describe(row_config(row, args)))}
         key = None if attack else workload(row_config(row, args))
-        if key in timed: row |= {**timed[key][1], 'status': f'ok: timing of {timed[key][0]}', 'check': '', 'check_diff': ''}
+        if (before := done.get((row['paper'], row['setting'], row['method']))) is not None:
+            row = before
+            if key is not None and row['status'] == 'ok': timed[key] = (f"{row['setting']} / {row['method']}", _timing(row))
+        elif key in timed: row |= {**timed[key][1], 'status': f'ok: timing of {timed[key][0]}', 'check': '', 'check_diff': ''}
         elif time.perf_counter() - start > args.budget_s: row['status'] = 'not measured (time budget)'
         else:
             try: row |= measure(row, args, device)
@@ -360,6 +363,12 @@ def run(args) -> Path:
         if device.type == 'cuda': torch.cuda.empty_cache()
     print(f'done in {time.perf_counter() - start:.0f} s: {out}', flush=True)
     return out
+
+def measured_before(path) -> dict:
+    "The rows of an earlier gpu_check.csv that ran (or failed), by (paper, setting, method): `--resume` keeps them."
+    if path is None: return {}
+    with open(path, newline='') as f: rows = list(csv.DictReader(f))
+    return {(r['paper'], r['setting'], r['method']): r for r in rows if not r['status'].startswith('not measured')}
 
 def _timing(row: dict) -> dict:
     return {k: row[k] for k in ('clients_timed', 'round_s', 'eval_s', 'peak_mib', 'upload_mib', 'params') if k in row}
@@ -377,6 +386,7 @@ def parse(argv=None):
     ap.add_argument('--pool', type=int, default=4096, help='synthetic images the clients share')
     ap.add_argument('--max-client', type=int, default=10**9, help='cap on the images a client holds')
     ap.add_argument('--max-test', type=int, default=10**9, help='cap on the test images')
+    ap.add_argument('--resume', type=Path, help='an earlier gpu_check.csv: keep its measured rows, measure the rest')
     ap.add_argument('--traceback', action='store_true', help='print the traceback of a row that fails')
     args = ap.parse_args(argv)
     if args.scale == 'smoke':
