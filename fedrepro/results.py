@@ -15,9 +15,10 @@ from .config import ExperimentConfig
 from .runner import run, RunResult, deterministic_requested, CUBLAS_DETERMINISTIC
 
 # %% auto #0
-__all__ = ['RUNS_PER_GPU_ENV', 'RUNS_PER_GPU_DEFAULT', 'BACKENDS', 'REPRO_COLUMNS', 'run_seeds', 'curves', 'check_backend',
-           'runs_per_gpu_requested', 'worker_gpus', 'local_pool', 'parallel_starmap', 'run_many', 'repro_table',
-           'write_repro_csv', 'seed_stats', 'mean_std', 'first_round', 'rounds_stats']
+__all__ = ['RUNS_PER_GPU_ENV', 'RUNS_PER_GPU_DEFAULT', 'WORKERS_ENV', 'BACKENDS', 'REPRO_COLUMNS', 'run_seeds', 'curves',
+           'check_backend', 'runs_per_gpu_requested', 'workers_requested', 'worker_gpus', 'local_pool',
+           'parallel_starmap', 'run_many', 'repro_table', 'write_repro_csv', 'seed_stats', 'mean_std', 'first_round',
+           'rounds_stats']
 
 # %% ../nbs/08_results.ipynb #c69dbad0
 def run_seeds(cfg: ExperimentConfig, seeds, out='runs', **kw) -> list[RunResult]:
@@ -33,6 +34,7 @@ RUNS_PER_GPU_ENV = 'FEDREPRO_RUNS_PER_GPU'     # runs a GPU takes at once when `
 # Measured (bench/results/gpu_throughput.csv, H200, FedReg's MNIST CNN): 4 runs a GPU give 2.1x the rounds per hour of 1 and 87 % of
 # 8's at about half its memory (4.6 against 8.2 GB); a larger model may want fewer: runs_per_gpu, --runs-per-gpu or the variable above.
 RUNS_PER_GPU_DEFAULT = 4
+WORKERS_ENV = 'FEDREPRO_WORKERS'               # local processes when `workers` is not given (unset: one per core)
 
 def _worker_init(gpus=None):
     "Set up a worker process: one thread, every module loaded, and, given `gpus` (a queue of GPU indices), bound to the next GPU in it."
@@ -62,6 +64,12 @@ def runs_per_gpu_requested(runs_per_gpu: int | None = None) -> int:
           'an integer >= 1: the runs that share one GPU at a time, each in a process of its own')
     return runs_per_gpu
 
+def workers_requested(workers: int | None = None) -> int | None:
+    "`workers` as given, or, when None, the environment variable `FEDREPRO_WORKERS` (unset: None, one per core); `local_pool` checks it."
+    if workers is not None or (text := os.environ.get(WORKERS_ENV)) is None: return workers
+    check(text.strip().isdecimal() and int(text) >= 1, WORKERS_ENV, text, 'an integer >= 1: the local processes a job runs its runs on')
+    return int(text)
+
 def worker_gpus(workers: int, gpus: int) -> list[int]:
     "The GPU each of `workers` processes is bound to on `gpus` GPUs: in turn, so each GPU gets an equal share and fewer workers than GPUs still spread."
     return [i % gpus for i in range(workers)]
@@ -89,7 +97,7 @@ def parallel_starmap(fn, arglists, workers: int | None = None, backend: str = 'l
         if gpus_per_run == 1: gpus_per_run = 1 / runs_per_gpu
         return _ray_starmap(fn, arglists, workers, address, gpus_per_run, retries)
     on_gpu = _on_gpu(arglists)
-    workers, gpus = local_pool(len(arglists), workers, on_gpu, torch.cuda.device_count() if on_gpu else 0, runs_per_gpu, os.cpu_count() or 1)
+    workers, gpus = local_pool(len(arglists), workers_requested(workers), on_gpu, torch.cuda.device_count() if on_gpu else 0, runs_per_gpu, os.cpu_count() or 1)
     if workers <= 1: return [fn(*a) for a in arglists]
     ctx = multiprocessing.get_context('spawn')
     slots = None

@@ -1,8 +1,14 @@
-"Every reproduction notebook runs at smoke scale through papermill and honours the CSV contract."
+"""Every reproduction notebook runs at smoke scale and honours the CSV contract.
+
+They run in this process, as nbdev_test runs the chapters, with the parameters papermill would inject and their runs in
+this process too (`FEDREPRO_WORKERS=1`): a kernel's and a pool's start cost more than a smoke job's runs. The path
+through papermill, `reproduce`, is tested in test_cli.py and test_readme.py."""
 from pathlib import Path
 import pandas as pd
 import pytest
-from fedrepro.cli import reproduce, reproductions, repro_dir
+from execnb.nbio import read_nb, mk_cell
+from execnb.shell import CaptureShell
+from fedrepro.cli import check_job, job_path, reproductions, repro_dir
 from fedrepro.results import REPRO_COLUMNS
 from fedrepro.repro import SEED_COLUMNS
 from fedrepro.core import PAPERS
@@ -15,10 +21,21 @@ def test_repro_notebooks_are_found():
     assert NOTEBOOKS and reproductions() == NOTEBOOKS
 
 
+def execute_at_smoke(name: str, out: Path):
+    "Job `name` run at smoke in this process, a cell after its parameters cell setting them as `reproduce` does."
+    check_job(name, 'smoke', 'cpu')
+    nb = read_nb(job_path(name))
+    at = next(i for i, c in enumerate(nb.cells) if 'parameters' in c.metadata.get('tags', []))
+    params = dict(scale='smoke', device='cpu', data_root=str(Path('data').resolve()), out_dir=str(out))
+    nb.cells.insert(at + 1, mk_cell('\n'.join(f'{k} = {v!r}' for k, v in params.items())))
+    CaptureShell().run_all(nb, exc_stop=True)
+
+
 @pytest.mark.parametrize('name', NOTEBOOKS)
-def test_reproduction_runs_at_smoke_scale(name, tmp_path):
-    nb = reproduce(name, scale='smoke', out=tmp_path, device='cpu', progress=False)
-    assert nb == tmp_path / f'{name}.ipynb' and nb.exists()
+def test_reproduction_runs_at_smoke_scale(name, tmp_path, monkeypatch):
+    monkeypatch.setenv('FEDREPRO_WORKERS', '1')
+    monkeypatch.chdir(tmp_path)
+    execute_at_smoke(name, tmp_path)
     csvs = sorted(c for c in tmp_path.glob('*.csv') if not c.name.endswith('_seeds.csv'))
     assert csvs, 'a reproduction notebook writes its table as CSV into out_dir'
     for csv in csvs:
