@@ -5,7 +5,8 @@ a round = `round_s` + `eval_s` / `eval_every` of that (paper, setting, method) i
 protocol's paper-scale `SEEDS`. The attack artefacts add each attack's `attack_s` a seed. Which runs an artefact makes
 is declared below (`RUNS`), read off its job notebook in nbs/repro; `check_declared` refuses an artefact a paper has
 that is not declared, and a setting or method a paper does not have. Where a run has no timing the artefact's GPU-hours
-say "not yet measured" instead of a guess. Runs two artefacts share are made once (`run_many` reuses them): the sum
+say "not yet measured" instead of a guess; `timed` says how many of its (setting, method) runs have a timing and
+`gpu_hours_timed` what those alone take, a lower bound on the artefact's cost. Runs two artefacts share are made once (`run_many` reuses them): the sum
 over artefacts counts them twice.
 
     python bench/paper_cost.py [--gpu-check bench/results/gpu_check.csv] [--out bench/results/paper_cost.csv]
@@ -71,7 +72,7 @@ RUNS = {
     'fedssd_figure8': [(['CIFAR-10 (C=0.1)', 'CIFAR-10 (C=0.2)', 'CIFAR-100 (C=0.1)', 'CIFAR-100 (C=0.2)'], ALL, None, 1)],
     'fedssd_figure9': [(['CIFAR-10 (E=1)', 'CIFAR-10 (E=5)', 'CIFAR-10', 'CIFAR-10 (E=20)'], ALL, None, 1)],
 }
-COLUMNS = ['paper', 'artefact', 'runs', 'gpu_hours', 'gpu', 'measured', 'missing']
+COLUMNS = ['paper', 'artefact', 'runs', 'timed', 'gpu_hours', 'gpu_hours_timed', 'gpu', 'measured', 'missing']
 
 def paper_of(artefact: str) -> str:
     arts = paper_artefacts()
@@ -127,7 +128,9 @@ def cost_table(timings: pd.DataFrame | None) -> pd.DataFrame:
         missing = sorted({f"{x['setting']} / {x['method']}" for x, s in zip(runs, secs) if math.isnan(s)})
         n = round(sum(x['count'] * seeds for x in runs if not x['method'].startswith('attack')))
         hours = f'{sum(secs) / 3600:.3g}' if runs and not missing else '0' if not runs else 'not yet measured'
-        rows.append(dict(paper=r.paper, artefact=r.notebook, runs=n, gpu_hours=hours, gpu=gpu if hours != 'not yet measured' else '',
+        timed = [s for s in secs if not math.isnan(s)]
+        rows.append(dict(paper=r.paper, artefact=r.notebook, runs=n, timed=f'{len(timed)} of {len(secs)}', gpu_hours=hours,
+                         gpu_hours_timed=f'{sum(timed) / 3600:.3g}' if timed else '', gpu=gpu if timed or not runs else '',
                          measured='measured' if timings is not None and not missing else 'not yet measured',
                          missing='; '.join(missing) if timings is not None else ''))
     return pd.DataFrame(rows, columns=COLUMNS)
