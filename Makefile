@@ -53,13 +53,15 @@ bench: $(STAMP)
 
 # every paper-scale setting of the five papers on a GPU, without data: runs, CPU agreement, seconds a round, peak memory
 # (bench/gpu_check.py; its docstring has the one-line command for a machine without the venv). On a CPU, at tiny shapes:
-# make gpu-check DEVICE=cpu GPU_SCALE=smoke GPU_OUT=/tmp/gpu_check
+# make gpu-check DEVICE=cpu GPU_SCALE=smoke GPU_OUT=/tmp/gpu_check. RESUME=bench/results/gpu_check.csv keeps the rows an
+# earlier run on the same GPU measured and measures the rest (the committed one: an H200's)
 DEVICE ?= cuda
 GPU_SCALE ?= paper
 BUDGET ?= 300
 GPU_OUT ?= bench/results
+RESUME ?=
 gpu-check: $(STAMP)
-	$(BIN)/python bench/gpu_check.py --device $(DEVICE) --scale $(GPU_SCALE) --budget-s $(BUDGET) --out $(GPU_OUT)
+	$(BIN)/python bench/gpu_check.py --device $(DEVICE) --scale $(GPU_SCALE) --budget-s $(BUDGET) --out $(GPU_OUT) $(if $(RESUME),--resume $(RESUME))
 
 clean:
 	rm -rf _docs _proc repro_out runs

@@ -340,7 +340,8 @@ def run(args) -> Path:
     start, env = time.perf_counter(), environment(device)
     rows = ordered(all_rows(args.scale), attack_rows(args.scale), rest=args.scale == 'paper')
     out = Path(args.out) / 'gpu_check.csv'
-    write, timed, done = Writer(out), {}, measured_before(args.resume)
+    done = measured_before(args.resume)                  # read before the writer empties a CSV resumed in place
+    write, timed = Writer(out), {}
     print(f'{len(rows)} rows on {env["gpu"]} ({device}), torch {env["torch"]}, budget {args.budget_s:g} s', flush=True)
     for row in rows:
         attack = row['method'].startswith('attack')
@@ -365,10 +366,10 @@ def run(args) -> Path:
     return out
 
 def measured_before(path) -> dict:
-    "The rows of an earlier gpu_check.csv that ran (or failed), by (paper, setting, method): `--resume` keeps them."
+    "The rows of an earlier gpu_check.csv that ran, by (paper, setting, method): `--resume` keeps them (failed rows run again)."
     if path is None: return {}
     with open(path, newline='') as f: rows = list(csv.DictReader(f))
-    return {(r['paper'], r['setting'], r['method']): r for r in rows if not r['status'].startswith('not measured')}
+    return {(r['paper'], r['setting'], r['method']): r for r in rows if r['status'].startswith('ok')}
 
 def _timing(row: dict) -> dict:
     return {k: row[k] for k in ('clients_timed', 'round_s', 'eval_s', 'peak_mib', 'upload_mib', 'params') if k in row}
@@ -386,7 +387,7 @@ def parse(argv=None):
     ap.add_argument('--pool', type=int, default=4096, help='synthetic images the clients share')
     ap.add_argument('--max-client', type=int, default=10**9, help='cap on the images a client holds')
     ap.add_argument('--max-test', type=int, default=10**9, help='cap on the test images')
-    ap.add_argument('--resume', type=Path, help='an earlier gpu_check.csv: keep its measured rows, measure the rest')
+    ap.add_argument('--resume', type=Path, help='an earlier gpu_check.csv (this one too): keep the rows it measured, measure the rest')
     ap.add_argument('--traceback', action='store_true', help='print the traceback of a row that fails')
     args = ap.parse_args(argv)
     if args.scale == 'smoke':

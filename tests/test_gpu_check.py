@@ -73,3 +73,13 @@ def test_a_float32_disagreement_is_judged_in_float64(monkeypatch):
     assert gc.check_update(cfg, args, torch.device('cpu')) == (0.06, 'pass in float64 (3e-11)') and calls == [torch.float32, torch.float64]
     monkeypatch.setattr(gc, 'compare_update', lambda *a: (0.06, False))
     assert gc.check_update(cfg, args, torch.device('cpu')) == (0.06, 'fail (float64: 0.06)')
+
+def test_resume_keeps_what_ran_and_measures_failures_again(smoke, tmp_path):
+    "`--resume` on its own CSV: rows that ran stay as they were, a failed row is measured again (here: out of budget)."
+    earlier = [dict(r) for r in smoke]
+    earlier[0]['status'] = 'error: RuntimeError: on another device'
+    with open(tmp_path / 'gpu_check.csv', 'w', newline='') as f:
+        w = csv.DictWriter(f, list(earlier[0])); w.writeheader(); w.writerows(earlier)
+    rows = run_check(tmp_path, '--budget-s', '1e-9', '--resume', str(tmp_path / 'gpu_check.csv'))
+    assert rows[0]['status'] == 'not measured (time budget)'
+    assert rows[1:] == earlier[1:]
