@@ -318,7 +318,7 @@ FEDGC = PAPERS.register('fedgc', Paper(
                'fedgc_figure7': "Figure 7: FedAvg's local training forgets the global data"},
     claims=FEDGC_CLAIMS, metrics=FEDGC_METRICS, feeds=FEDGC_FEEDS,
     figure_methods=('FedAvg (unprojected)',),
-    default_jobs=('fedgc_table4',), chapter='11_fedgc',
+    default_jobs=('fedgc_figure7',), chapter='11_fedgc',
     repetitions='a single run (no seeds or error bars stated)'))
 
 # %% ../nbs/11_fedgc.ipynb #aa897983
