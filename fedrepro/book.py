@@ -7,7 +7,7 @@ from __future__ import annotations
 import configparser, json, os, re, shutil, subprocess
 from contextlib import contextmanager
 from pathlib import Path
-from .core import check
+from .core import check, environment_set
 
 # %% auto #0
 __all__ = ['REPORT', 'KATEX_VERSION', 'REMOTE', 'project_root', 'process', 'execute_report', 'use_results', 'render',
@@ -15,16 +15,7 @@ __all__ = ['REPORT', 'KATEX_VERSION', 'REMOTE', 'project_root', 'process', 'exec
            'localise_search']
 
 # %% ../nbs/09_book.ipynb #e53b7248
-@contextmanager
-def _env(**values):
-    "Environment variables set for the duration, then restored."
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try: yield
-    finally:
-        for k, v in old.items():
-            if v is None: os.environ.pop(k, None)
-            else: os.environ[k] = v
+_env = environment_set
 
 @contextmanager
 def _in(path: Path):

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import fedrepro
 from dataclasses import fields, MISSING
 from pathlib import Path
-from .core import check, bad_value, get_device, DATASETS, PARTITIONS, MODELS, ALGORITHMS
+from .core import check, bad_value, environment_set, get_device, DATASETS, PARTITIONS, MODELS, ALGORITHMS
 from .config import ExperimentConfig, model_options
 from .runner import run
 
@@ -200,14 +200,7 @@ def run_options(runs_per_gpu: int | None = None, deterministic: bool = False):
     check(isinstance(deterministic, bool), 'deterministic', deterministic, 'True or False')
     given = {RUNS_PER_GPU_ENV: None if runs_per_gpu is None else str(runs_per_gpu_requested(runs_per_gpu)),
              DETERMINISTIC_ENV: '1' if deterministic else None}
-    given = {k: v for k, v in given.items() if v is not None}
-    was = {k: os.environ.get(k) for k in given}
-    os.environ.update(given)
-    try: yield
-    finally:
-        for k, v in was.items():
-            if v is None: os.environ.pop(k, None)
-            else: os.environ[k] = v
+    with environment_set(**given): yield
 
 def reproduce(name: str, scale: str = 'mini', out='repro_out', seeds=None, device: str = 'auto', data_root: str = 'data', progress: bool = True,
               extra: dict | None = None, runs_per_gpu: int | None = None, deterministic: bool = False) -> Path:

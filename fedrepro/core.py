@@ -12,7 +12,8 @@ from torch import nn
 
 # %% auto #0
 __all__ = ['DATASETS', 'PARTITIONS', 'MODELS', 'ALGORITHMS', 'PAPERS', 'bad_value', 'check', 'load_modules', 'Registry',
-           'get_device', 'derive_seed', 'in_test', 'numpy_rng', 'torch_rng', 'FlatModel', 'atomic_write', 'write_json']
+           'get_device', 'derive_seed', 'in_test', 'numpy_rng', 'torch_rng', 'environment_set', 'FlatModel',
+           'atomic_write', 'write_json']
 
 # %% ../nbs/00_core.ipynb #a0a98bb6
 def bad_value(field: str, value, allowed: str) -> ValueError:
@@ -89,6 +90,21 @@ def numpy_rng(seed: int, *keys) -> np.random.Generator:
 def torch_rng(seed: int, *keys) -> torch.Generator:
     "A CPU torch generator for `(seed, *keys)`."
     return torch.Generator().manual_seed(derive_seed(seed, *keys))
+
+# %% ../nbs/00_core.ipynb #3e8a2d6b
+import contextlib
+
+@contextlib.contextmanager
+def environment_set(**values):
+    "Environment variables set for the duration (a value of None leaves its variable as it is), then restored."
+    values = {k: v for k, v in values.items() if v is not None}
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try: yield
+    finally:
+        for k, v in old.items():
+            if v is None: os.environ.pop(k, None)
+            else: os.environ[k] = v
 
 # %% ../nbs/00_core.ipynb #1c5a33f6
 class FlatModel:
