@@ -9,7 +9,7 @@ exactly the same accuracy and loss (`evaluate` reduces the loss once over every 
 """
 import argparse, statistics, time
 import torch
-from fedrepro.engine import Federation, evaluate, _sync
+from fedrepro.engine import Federation, evaluate, synchronize as _sync
 from fedrepro.fedreg import FEDREG
 from fedrepro.fedgc import FEDGC
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd, torch
 from fedrepro.config import ExperimentConfig
 from fedrepro.core import ALGORITHMS, load_modules
-from fedrepro.engine import Federation, _sync
+from fedrepro.engine import Federation, synchronize as _sync
 
 WORKLOAD = dict(dataset='mnist5k', partition='classes', partition_params={'classes_per_client': 2}, model='cnn5',
                 model_params={'channels': (16, 16, 32), 'hidden': 128}, num_clients=50, clients_per_round=10, local_epochs=1,

@@ -48,7 +48,7 @@ REPORT = '18_report.ipynb'       # the chapter that judges every paper's claims 
 def execute_report(root: Path, results: Path) -> Path:
     "Execute the report chapter on `results` (its `results` parameter) into `results/`, beside the jobs it judges."
     import papermill as pm
-    from fedrepro.cli import quiet_kernel
+    from fedrepro.jobs import quiet_kernel
     out = Path(results) / REPORT
     try: pm.execute_notebook(str(root / 'nbs' / REPORT), str(out), parameters={'results': str(Path(results).resolve())}, kernel_name='python3',
                              cwd=str(root / 'nbs'), progress_bar=False, **quiet_kernel())

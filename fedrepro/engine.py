@@ -19,7 +19,7 @@ from .models import build_model
 # %% auto #0
 __all__ = ['sample_clients', 'ClientStore', 'ClientContext', 'batch_schedule', 'per_example_grads', 'per_example_norms',
            'clip_factors', 'dp_backward', 'dp_epsilon', 'dp_epsilon_of', 'sgd_step', 'LocalHooks', 'local_sgd',
-           'Algorithm', 'check_hparam', 'weighted_mean', 'evaluate', 'config_data', 'Federation']
+           'Algorithm', 'check_hparam', 'weighted_mean', 'evaluate', 'synchronize', 'config_data', 'Federation']
 
 # %% ../nbs/04_engine.ipynb #59dbf6e2
 def sample_clients(num_clients: int, k: int, seed: int, round: int) -> np.ndarray:
@@ -253,7 +253,8 @@ def evaluate(model, x: torch.Tensor, y: torch.Tensor, batch_size: int = 256, pre
     return out
 
 # %% ../nbs/04_engine.ipynb #c4ef8064
-def _sync(device):
+def synchronize(device):
+    "Wait until `device` has done the work queued on it (CUDA runs kernels asynchronously), so that a clock read next counts it; on the CPU there is nothing to wait for."
     if device.type == 'cuda': torch.cuda.synchronize(device)
 
 def config_data(cfg: ExperimentConfig, device='cpu') -> FedData:
@@ -306,7 +307,7 @@ class Federation:
         clients = sample_clients(cfg.num_clients, cfg.clients_per_round, cfg.seed, t)
         down, ups, local, aside = algo.broadcast(), [], [], 0.0
         eval_local = cfg.eval_local and self.evaluates(t)
-        _sync(self.device); t0 = time.perf_counter()
+        synchronize(self.device); t0 = time.perf_counter()
         for cid in clients.tolist():
             up, state, ctx = self.client_update(cid, t, down, self.store.get(cid))
             if after_client is not None: after_client(cid, ctx)
@@ -318,7 +319,7 @@ class Federation:
             if state is not None: self.store.put(cid, state)
             if ctx.dp_steps: self._account(ctx)
             ups.append(up)
-        _sync(self.device); train_s = time.perf_counter() - t0 - aside
+        synchronize(self.device); train_s = time.perf_counter() - t0 - aside
         algo.aggregate(ups)
         p = algo.payload(self.fm.numel)
         dp = {} if cfg.dp_clip is None else {'dp_epsilon': self.dp_epsilon()}
@@ -342,16 +343,16 @@ class Federation:
 
     def evaluate(self, per_class: bool = False) -> dict:
         "Test accuracy and loss of the current global model (with `per_class`, each class's accuracy too), and the seconds it took."
-        _sync(self.device); t0 = time.perf_counter()
+        synchronize(self.device); t0 = time.perf_counter()
         self.fm.load_(self.algo.x)
         return {**self.evaluate_model(per_class), 'eval_seconds': time.perf_counter() - t0}
 
     def evaluate_model(self, per_class: bool = False) -> dict:
         "Test accuracy and loss of the model the flat view holds now (the global one, or a client's right after its update), each class's accuracy with `per_class`, and the seconds it took."
-        _sync(self.device); t0 = time.perf_counter()
+        synchronize(self.device); t0 = time.perf_counter()
         m = evaluate(self.fm.model, self.data.x_test, self.data.y_test, self.cfg.eval_batch_size, self.data.prepare,
                      self.data.num_classes if per_class else None)
-        _sync(self.device)
+        synchronize(self.device)
         return {**m, 'eval_seconds': time.perf_counter() - t0}
 
     def state_dict(self) -> dict:

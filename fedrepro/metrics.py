@@ -11,9 +11,9 @@ import torch.nn.functional as F
 import fedrepro
 from .core import derive_seed, check
 from .config import ExperimentConfig
-from .engine import Federation, sample_clients, _sync
+from .engine import Federation, sample_clients
 from .results import first_round
-from .runner import _local_means
+from .runner import local_means
 
 # %% auto #0
 __all__ = ['best_accuracy', 'final_accuracy', 'best_within', 'mean_curve', 'r_a', 't_reach', 'fmt_rounds', 'communication_cost',
@@ -132,7 +132,7 @@ def local_accuracy_curve(fed: Federation | ExperimentConfig, rounds: int) -> pd.
     rows, acc = [], fed.evaluate()['test_acc']
     for t in range(1, rounds + 1):
         r = fed.round(t)
-        row = dict(round=t, start_acc=acc, local_acc=_local_means(r)['local_acc'])
+        row = dict(round=t, start_acc=acc, local_acc=local_means(r)['local_acc'])
         acc = fed.evaluate()['test_acc']                 # the aggregated model: the next round starts from it
         rows.append({**row, 'test_acc': acc})
     return pd.DataFrame(rows, columns=['round', 'start_acc', 'local_acc', 'test_acc'])

@@ -815,7 +815,7 @@ def default_jobs() -> list[str]:
 
 def committed_results() -> Path:
     "The committed `mini` results: `nbs/repro/mini` of the source tree."
-    from fedrepro.cli import repro_dir
+    from fedrepro.jobs import repro_dir
     return repro_dir() / 'mini'
 
 def artefact_tables(folder: Path, name: str) -> list[Path]:

@@ -15,7 +15,7 @@ from .engine import Federation, ClientStore
 
 # %% auto #0
 __all__ = ['DETERMINISTIC_ENV', 'CUBLAS_DETERMINISTIC', 'environment', 'RunResult', 'divergence', 'summarize_run',
-           'deterministic_requested', 'deterministic_algorithms', 'code_version', 'run']
+           'deterministic_requested', 'deterministic_algorithms', 'code_version', 'local_means', 'run']
 
 # %% ../nbs/06_runner.ipynb #851b329f
 def environment(device) -> dict:
@@ -159,7 +159,7 @@ def _local_rows(t: int, ev: dict, r: dict) -> list:
                                     **{f'class_acc_{k}': v for k, v in enumerate(m['class_acc'])}}
     return ([row('global', None, ev)] if 'class_acc' in ev else []) + [row('local', m['client'], m) for m in r.get('local', ())]
 
-def _local_means(r: dict) -> dict:
+def local_means(r: dict) -> dict:
     "What `metrics.csv` records of round result `r`'s local models: their mean test accuracy and loss, and their evaluation's seconds (nothing without them)."
     if 'local' not in r: return {}
     m = r['local']
@@ -247,7 +247,7 @@ def _run(cfg, run_dir, callbacks, progress, data, keep_diverged, allow_code_chan
         finite = bool(torch.isfinite(fed.algo.x).all())
         ev = fed.evaluate(per_class=cfg.eval_local) if fed.evaluates(t) or not finite else {'test_acc': np.nan, 'test_loss': np.nan, 'eval_seconds': 0.0}
         row = {'round': t, **_scalars(ev), 'train_seconds': r['train_seconds'], 'up_params': r['up_params'], 'down_params': r['down_params'],
-               **r['diagnostics'], **_local_means(r)}
+               **r['diagnostics'], **local_means(r)}
         local_rows += _local_rows(t, ev, r)
         if not finite or not math.isfinite(row['test_loss']) and not math.isnan(row['test_acc']):
             row['diverged'] = 'parameters not finite' if not finite else 'test loss not finite'

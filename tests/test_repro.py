@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from execnb.nbio import read_nb, mk_cell
 from execnb.shell import CaptureShell
-from fedrepro.cli import check_job, job_path, reproductions, repro_dir
+from fedrepro.jobs import check_job, job_path, reproductions, repro_dir
 from fedrepro.results import REPRO_COLUMNS
 from fedrepro.repro import SEED_COLUMNS
 from fedrepro.core import PAPERS
