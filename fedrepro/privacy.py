@@ -4,8 +4,11 @@
 
 # %% ../nbs/15_privacy.ipynb #c1500004
 from __future__ import annotations
-import copy, math
-import numpy as np, pandas as pd, torch
+import copy
+import math
+import numpy as np
+import pandas as pd
+import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
@@ -25,19 +28,35 @@ __all__ = ['INVERSION', 'C3_METHODS', 'one_image_data', 'observe_upload', 'obser
 # %% ../nbs/15_privacy.ipynb #c1500024
 def one_image_data(data: FedData, i: int) -> FedData:
     "Train image `i` of `data` as a dataset of one client holding that one image."
-    x, y = data.x_train[i:i + 1], data.y_train[i:i + 1]
-    return FedData(data.name, x, y, x, y, [torch.zeros(1, dtype=torch.long, device=x.device)], data.num_classes, data.mean, data.std)
+    x, y = data.x_train[i : i + 1], data.y_train[i : i + 1]
+    return FedData(
+        data.name,
+        x,
+        y,
+        x,
+        y,
+        [torch.zeros(1, dtype=torch.long, device=x.device)],
+        data.num_classes,
+        data.mean,
+        data.std,
+    )
 
-def observe_upload(algo, fm: FlatModel, data: FedData, i: int, lr: float, down: dict, dp: tuple | None = None, seed: int = 0) -> torch.Tensor:
-    "What `algo`'s client sends after one local step on train image `i` alone, from the broadcast `down`: its model `'x'` or FedGC's direction `'g'`; `dp=(C, sigma)`: with DP-SGD. The image goes to `fm`'s device, wherever `data` is."
+
+def observe_upload(
+    algo, fm: FlatModel, data: FedData, i: int, lr: float, down: dict, dp: tuple | None = None, seed: int = 0
+) -> torch.Tensor:
+    "What `algo`'s client sends after one local step on train image `i` alone, from the broadcast `down`."
     d = one_image_data(data, i).to(fm.state.device)
     ctx = ClientContext(0, 1, d, d.clients[0], fm, lr, batch_size=1, steps=1, generator=torch_rng(seed, i, 'attack'))
-    if dp is not None: ctx.dp_clip, ctx.dp_noise, ctx.dp_generator = dp[0], dp[1], torch_rng(seed, i, 'dp_noise')
+    if dp is not None:
+        ctx.dp_clip, ctx.dp_noise, ctx.dp_generator = dp[0], dp[1], torch_rng(seed, i, 'dp_noise')
     up, _ = algo.client_update(ctx, down, None)
     return up['x'] if 'x' in up else up['g']
 
+
 def observed_gradient(up: torch.Tensor, theta: torch.Tensor, lr: float, kind: str = 'model') -> torch.Tensor:
-    "The gradient an attacker reads off an upload: $(\\theta-\\theta')/\\eta$ from a model (`'model'`), $-u$ from FedGC's descent direction (`'direction'`)."
+    """The gradient an attacker reads off an upload: $(\\theta-\\theta')/\\eta$ from a model (`'model'`), $-u$ from
+    FedGC's descent direction (`'direction'`)."""
     P = len(theta)
     return (theta - up[:P]) / lr if kind == 'model' else -up[:P]
 
@@ -46,92 +65,155 @@ def linear_model(input_shape=(1, 28, 28), num_classes=10) -> FeatureClassifier:
     "Softmax regression, one linear layer on the flattened image: the smallest model an attack can target."
     return FeatureClassifier(nn.Flatten(), nn.Linear(math.prod(input_shape), num_classes))
 
+
 def dummy_gradients(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, mean, std) -> torch.Tensor:
-    "Each image's cross-entropy gradient at `model`, flat `(N, P)`, differentiable in `images` (pixels in [0, 1], normalised by `mean`, `std`)."
+    """Each image's cross-entropy gradient at `model`, flat `(N, P)`, differentiable in `images` (pixels in [0, 1],
+    normalised by `mean`, `std`)."""
     g = per_example_grads(model, normalize(images, mean, std), labels)
     return torch.cat([g[k].flatten(1) for k, _ in model.named_parameters()], 1)
 
+
 def idlg_labels(fm: FlatModel, targets: torch.Tensor, bias: str = 'classifier.bias') -> torch.Tensor:
-    "iDLG: each row of `targets` is one image's gradient; its label is the class whose last-layer bias gradient $p_c-1$ is the only negative one."
+    """iDLG: each row of `targets` is one image's gradient; its label is the class whose last-layer bias gradient
+    $p_c-1$ is the only negative one."""
     return targets[:, fm.slices[bias]].argmin(1)
 
+
 def orthogonal_view(z: torch.Tensor, blocks: list[slice]):
-    "The adaptive attacker's view of FedGC uploads: in each block, the part orthogonal to the broadcast server gradient `z`, which CGC never changes."
+    """The adaptive attacker's view of FedGC uploads: in each block, the part orthogonal to the broadcast server
+    gradient `z`, which CGC never changes."""
+
     def view(g: torch.Tensor) -> torch.Tensor:
         parts = []
         for b in blocks:
             zb, gb, zz = z[b], g[..., b], z[b].dot(z[b])
             parts.append(gb if zz <= 1e-30 else gb - (gb @ zb)[..., None] / zz * zb)
         return torch.cat(parts, -1)
+
     return view
 
+
 def total_variation(images: torch.Tensor) -> torch.Tensor:
-    "Each image's anisotropic total variation: the mean absolute difference of vertical, plus that of horizontal, neighbours."
+    """Each image's anisotropic total variation: the mean absolute difference of vertical, plus that of horizontal,
+    neighbours."""
     dy = (images[..., 1:, :] - images[..., :-1, :]).abs().flatten(1).mean(1)
     dx = (images[..., :, 1:] - images[..., :, :-1]).abs().flatten(1).mean(1)
     return dx + dy
 
 # %% ../nbs/15_privacy.ipynb #c1500028
 def _dummies(n: int, shape, seed: int, like: torch.Tensor, mean, std) -> torch.Tensor:
-    "`n` random images whose normalised pixels are standard normal (DLG's and Geiping et al.'s start), seeded; on the device and in the precision of `like`."
-    z = torch.randn((n, *shape), generator=torch_rng(seed, 'dummy'), dtype=like.dtype)     # drawn on the CPU: the same start on every device
+    """`n` random images whose normalised pixels are standard normal (DLG's and Geiping et al.'s start), seeded; on
+    the device and in the precision of `like`."""
+    # drawn on the CPU: the same start on every device
+    z = torch.randn((n, *shape), generator=torch_rng(seed, 'dummy'), dtype=like.dtype)
     m, s = (torch.tensor(v, dtype=like.dtype, device=z.device).view(-1, 1, 1) for v in (mean, std))
     return (m + s * z).to(like.device).requires_grad_(True)
 
-def _same(g): return g
+
+def _same(g):
+    return g
+
 
 def _dlg_one(model, target, label, shape, mean, std, iters, view, seed):
     "One image's DLG from one random start: the dummy image and its final matching loss."
     x = _dummies(1, shape, seed, target, mean, std)
     opt = torch.optim.LBFGS([x], lr=1, tolerance_grad=0, tolerance_change=0, line_search_fn='strong_wolfe')
+
     def closure():
         opt.zero_grad()
         loss = (view(dummy_gradients(model, x, label[None], mean, std))[0] - target).pow(2).sum()
         loss.backward()
         return loss
-    for _ in range(iters): opt.step(closure)
-    with torch.no_grad(): loss = (view(dummy_gradients(model, x, label[None], mean, std))[0] - target).pow(2).sum()
+
+    for _ in range(iters):
+        opt.step(closure)
+    with torch.no_grad():
+        loss = (view(dummy_gradients(model, x, label[None], mean, std))[0] - target).pow(2).sum()
     return x.detach(), float(loss)
 
-def dlg(model: nn.Module, targets: torch.Tensor, labels: torch.Tensor, shape, mean, std, iters: int = 300, view=_same, seed: int = 0,
-        restarts: int = 1) -> torch.Tensor:
-    "DLG (Zhu et al. 2019): for each row of `targets`, the image whose gradient (seen through `view`) is nearest in L2, by L-BFGS; labels given (iDLG); the best of `restarts` starts."
+
+def dlg(
+    model: nn.Module,
+    targets: torch.Tensor,
+    labels: torch.Tensor,
+    shape,
+    mean,
+    std,
+    iters: int = 300,
+    view=_same,
+    seed: int = 0,
+    restarts: int = 1,
+) -> torch.Tensor:
+    """DLG (Zhu et al. 2019): for each row of `targets`, the image whose gradient (seen through `view`) is nearest in
+    L2, by L-BFGS; labels given (iDLG); the best of `restarts` starts."""
     out = []
     for i, (t, y) in enumerate(zip(targets, labels)):
-        tries = [_dlg_one(model, t, y, shape, mean, std, iters, view, seed * 1000 + 100 * i + r) for r in range(restarts)]
+        tries = [
+            _dlg_one(model, t, y, shape, mean, std, iters, view, seed * 1000 + 100 * i + r) for r in range(restarts)
+        ]
         out.append(min(tries, key=lambda xl: xl[1])[0])
     return torch.cat(out)
 
+
 def _distance(g: torch.Tensor, t: torch.Tensor, distance: str) -> torch.Tensor:
-    "Each row's distance between simulated uploads `g` and observed ones `t`: 1 − cosine similarity (Geiping et al.) or squared L2 (Zhu et al.)."
+    """Each row's distance between simulated uploads `g` and observed ones `t`: 1 − cosine similarity
+    (Geiping et al.) or squared L2 (Zhu et al.)."""
     return 1 - F.cosine_similarity(g, t, dim=1) if distance == 'cosine' else (g - t).pow(2).sum(1)
 
-def _plain_upload(model, x, labels, mean, std): return dummy_gradients(model, x, labels, mean, std)
 
-def inverting_gradients(model: nn.Module, targets: torch.Tensor, labels: torch.Tensor, shape, mean, std, iters: int = 4800, lr: float = 0.1,
-                        tv: float = 1e-4, view=_same, seed: int = 0, distance: str = 'cosine', upload=_plain_upload) -> torch.Tensor:
-    "Inverting Gradients (Geiping et al. 2020): `distance` ('cosine' or 'l2') between `upload(model, x, labels, mean, std)` (default: the plain gradient) and `targets`, plus `tv` × total variation, by Adam with the step ×0.1 at 3/8, 5/8, 7/8 of `iters`, pixels in [0, 1]; every image at once."
+def _plain_upload(model, x, labels, mean, std):
+    return dummy_gradients(model, x, labels, mean, std)
+
+
+def inverting_gradients(
+    model: nn.Module,
+    targets: torch.Tensor,
+    labels: torch.Tensor,
+    shape,
+    mean,
+    std,
+    iters: int = 4800,
+    lr: float = 0.1,
+    tv: float = 1e-4,
+    view=_same,
+    seed: int = 0,
+    distance: str = 'cosine',
+    upload=_plain_upload,
+) -> torch.Tensor:
+    "Inverting Gradients (Geiping et al. 2020): Adam on `distance` to `targets` plus `tv` × TV, every image at once."
     check(distance in ('cosine', 'l2'), 'distance', distance, "'cosine' (Geiping et al.) or 'l2' (Zhu et al.)")
     x = _dummies(len(targets), shape, seed, targets, mean, std)
     opt = torch.optim.Adam([x], lr=lr)
-    decay = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=[int(iters * f) for f in (3 / 8, 5 / 8, 7 / 8)], gamma=0.1)
+    decay = torch.optim.lr_scheduler.MultiStepLR(
+        opt, milestones=[int(iters * f) for f in (3 / 8, 5 / 8, 7 / 8)], gamma=0.1
+    )
     for _ in range(iters):
         opt.zero_grad()
         g = view(upload(model, x, labels, mean, std))
         (_distance(g, targets, distance) + tv * total_variation(x)).sum().backward()
-        opt.step(); decay.step()
-        with torch.no_grad(): x.clamp_(0, 1)
+        opt.step()
+        decay.step()
+        with torch.no_grad():
+            x.clamp_(0, 1)
     return x.detach()
 
+
 def image_scores(true: torch.Tensor, recovered: torch.Tensor) -> pd.DataFrame:
-    "PSNR (dB) and SSIM of each recovered image against the true one, by scikit-image; pixels in [0, 1], the recovered clipped to it."
-    from skimage.metrics import peak_signal_noise_ratio, structural_similarity   # here: it loads scipy.stats, most of a second
+    """PSNR (dB) and SSIM of each recovered image against the true one, by scikit-image; pixels in [0, 1], the
+    recovered clipped to it."""
+    # here: it loads scipy.stats, most of a second
+    from skimage.metrics import peak_signal_noise_ratio, structural_similarity
+
     rows = []
     for a, b in zip(true.double().cpu().numpy(), recovered.clamp(0, 1).double().cpu().numpy()):
         colour = a.shape[0] > 1
         a, b = (a, b) if colour else (a[0], b[0])
-        rows.append({'psnr': peak_signal_noise_ratio(a, b, data_range=1.0),
-                     'ssim': structural_similarity(a, b, data_range=1.0, channel_axis=0 if colour else None)})
+        rows.append(
+            {
+                'psnr': peak_signal_noise_ratio(a, b, data_range=1.0),
+                'ssim': structural_similarity(a, b, data_range=1.0, channel_axis=0 if colour else None),
+            }
+        )
     return pd.DataFrame(rows)
 
 # %% ../nbs/15_privacy.ipynb #c1500036
@@ -141,116 +223,216 @@ def attack_table(results: dict, true: torch.Tensor) -> pd.DataFrame:
     return pd.DataFrame(rows).round({'psnr': 1, 'ssim': 3})
 
 # %% ../nbs/15_privacy.ipynb #311fe80c
-def fedgc_attack(cfg, images: int = 4, at_round: int = 100, dlg_iters: int = 300, ig_iters: int = 1000, tv: float = 1e-4):
-    "Train FedGC config `cfg` to round `at_round` − 1, then attack `images` training images' one-step uploads at round 1 and at `at_round`: per-image scores, reconstructions, originals (on the CPU, as a GPU worker process can hand them back)."
+def fedgc_attack(
+    cfg, images: int = 4, at_round: int = 100, dlg_iters: int = 300, ig_iters: int = 1000, tv: float = 1e-4
+):
+    "Train FedGC's `cfg` to round `at_round` − 1; attack `images` training images' uploads at round 1 and `at_round`."
     fed = Federation(cfg)
     fm, algo, data, start = fed.fm, fed.algo, fed.data, fed.algo.x.clone()
-    for t in range(1, at_round): fed.round(t)
+    for t in range(1, at_round):
+        fed.round(t)
     theta, z = algo.x.clone(), algo.g
     idx = numpy_rng(cfg.seed, 'attacked images').choice(len(data.y_train), images, replace=False)
     true = to_float(data.x_train[idx]).double()
-    seen = lambda th, g: torch.stack([observed_gradient(observe_upload(algo, fm, data, int(i), cfg.lr, {'x': th, 'g': g}), th, cfg.lr, 'direction')
-                                      for i in idx]).double()
+    seen = lambda th, g: torch.stack(
+        [
+            observed_gradient(
+                observe_upload(algo, fm, data, int(i), cfg.lr, {'x': th, 'g': g}), th, cfg.lr, 'direction'
+            )
+            for i in idx
+        ]
+    ).double()
     view = orthogonal_view(z.double(), param_blocks(fm, algo.hp['granularity'])) if z is not None else _same
     projected = seen(theta, z)
-    cases = {(1, 'FedAvg = FedGC'): (start, seen(start, None), _same), (at_round, 'FedAvg (unprojected)'): (theta, seen(theta, None), _same),
-             (at_round, 'FedGC'): (theta, projected, _same), (at_round, 'FedGC, adaptive attacker'): (theta, view(projected), view)}
+    cases = {
+        (1, 'FedAvg = FedGC'): (start, seen(start, None), _same),
+        (at_round, 'FedAvg (unprojected)'): (theta, seen(theta, None), _same),
+        (at_round, 'FedGC'): (theta, projected, _same),
+        (at_round, 'FedGC, adaptive attacker'): (theta, view(projected), view),
+    }
     rows, recovered = [], {}
     for (r, upload), (th, target, v) in cases.items():
         fm.load_(th)
         model = copy.deepcopy(fm.model).double()
         labels = idlg_labels(fm, projected if upload.startswith('FedGC') else target)
         for attack in ('DLG', 'IG'):
-            rec = (dlg(model, target, labels, true.shape[1:], data.mean, data.std, iters=dlg_iters, view=v) if attack == 'DLG' else
-                   inverting_gradients(model, target, labels, true.shape[1:], data.mean, data.std, iters=ig_iters, tv=tv, view=v))
+            if attack == 'DLG':
+                rec = dlg(model, target, labels, true.shape[1:], data.mean, data.std, iters=dlg_iters, view=v)
+            else:
+                rec = inverting_gradients(
+                    model, target, labels, true.shape[1:], data.mean, data.std, iters=ig_iters, tv=tv, view=v
+                )
             recovered[r, upload, attack] = rec.cpu()
             mse = (true - rec.clamp(0, 1)).pow(2).flatten(1).mean(1)
-            rows += [dict(round=r, upload=upload, attack=attack, image=int(i), label_right=bool(l == y), mse=float(m), **s)
-                     for i, l, y, m, s in zip(idx, labels.tolist(), data.y_train[idx].tolist(), mse, image_scores(true, rec).to_dict('records'))]
+            rows += [
+                dict(round=r, upload=upload, attack=attack, image=int(i), label_right=bool(l == y), mse=float(m), **s)
+                for i, l, y, m, s in zip(
+                    idx, labels.tolist(), data.y_train[idx].tolist(), mse, image_scores(true, rec).to_dict('records')
+                )
+            ]
     return pd.DataFrame(rows), recovered, true.cpu()
 
 # %% ../nbs/15_privacy.ipynb #c1500102
 def _fgsm_held(model, z: torch.Tensor, y: torch.Tensor, eta, iters: int, lo, hi) -> torch.Tensor:
-    "FedReg's FGSM ascent (`fgsm_ascent`) with each step's sign held constant: differentiable in `z` (and the clamp bounds) almost everywhere, exactly."
+    """FedReg's FGSM ascent (`fgsm_ascent`) with each step's sign held constant: differentiable in `z` (and the clamp
+    bounds) almost everywhere, exactly."""
     for _ in range(iters):
         zd = z.detach().requires_grad_(True)
         (s,) = torch.autograd.grad(F.cross_entropy(model(zd), y, reduction='sum'), zd)
         z = z + eta * s.sign()
-        if lo is not None: z = torch.clamp(z, lo, hi)
+        if lo is not None:
+            z = torch.clamp(z, lo, hi)
     return z
+
 
 def _as_dict(v: torch.Tensor, shapes: dict) -> dict:
     "Rows of flat parameter vectors `v` as a parameter dict of `(len(v), *shape)` tensors (views)."
     out, i = {}, 0
     for k, s in shapes.items():
-        out[k] = v[:, i:i + s.numel()].view(len(v), *s); i += s.numel()
+        out[k] = v[:, i : i + s.numel()].view(len(v), *s)
+        i += s.numel()
     return out
 
-def fedreg_upload(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, lr: float, eta_s: float, eta_p: float | None = None,
-                  iters: int = 10, mean=0.0, std=1.0, clip: bool = True, mg: bool = True, project: bool = True) -> torch.Tensor:
-    "What FedReg's client reveals, $(\\theta-\\theta')/\\eta$, after one local step on each image alone from `model`'s parameters, `(N, P)`, differentiable in `images` (pixels in [0, 1]); `mg`: eq. 12's modified gradient; `project`: eqs. 8–10."
+
+def fedreg_upload(
+    model: nn.Module,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    lr: float,
+    eta_s: float,
+    eta_p: float | None = None,
+    iters: int = 10,
+    mean=0.0,
+    std=1.0,
+    clip: bool = True,
+    mg: bool = True,
+    project: bool = True,
+) -> torch.Tensor:
+    "What FedReg's client reveals, $(\\theta-\\theta')/\\eta$, after one local step on each image alone, `(N, P)`."
     eta_p = eta_s / 100 if eta_p is None else eta_p
     params = {k: v.detach() for k, v in model.named_parameters()}
     buffers = {k: v.detach() for k, v in model.named_buffers()}
     shapes = {k: v.shape for k, v in params.items()}
-    def loss(p, zi, yi): return F.cross_entropy(functional_call(model, (p, buffers), (zi[None],)), yi[None])
-    def grads(p, z, y, p_dim=None): return torch.cat([g.flatten(1) for g in vmap(grad(loss), in_dims=(p_dim, 0, 0))(p, z, y).values()], 1)
+
+    def loss(p, zi, yi):
+        return F.cross_entropy(functional_call(model, (p, buffers), (zi[None],)), yi[None])
+
+    def grads(p, z, y, p_dim=None):
+        return torch.cat([g.flatten(1) for g in vmap(grad(loss), in_dims=(p_dim, 0, 0))(p, z, y).values()], 1)
+
     dot = lambda a, b: (a * b).sum(1, keepdim=True)
     z, N = normalize(images, mean, std), len(images)
-    g = grads(params, z, labels)                                             # g_γ at θ_γ = θ^(t-1): the first step
+    g = grads(params, z, labels)  # g_γ at θ_γ = θ^(t-1): the first step
     col = lambda v: v.view(-1, *[1] * (z.dim() - 1))
-    lo, hi = (col(z.flatten(1).amin(1)).repeat(2, *[1] * (z.dim() - 1)), col(z.flatten(1).amax(1)).repeat(2, *[1] * (z.dim() - 1))) if clip else (None, None)
+    lo, hi = None, None
+    if clip:
+        lo = col(z.flatten(1).amin(1)).repeat(2, *[1] * (z.dim() - 1))
+        hi = col(z.flatten(1).amax(1)).repeat(2, *[1] * (z.dim() - 1))
     eta = col(torch.cat([z.new_full((N,), eta_s), z.new_full((N,), eta_p)]))
-    zs, zp = _fgsm_held(model, torch.cat([z, z]), torch.cat([labels, labels]), eta, iters, lo, hi).split(N)   # eqs. 2-3; MG's x^s is the same
+    # eqs. 2-3; MG's x^s is the same
+    zs, zp = _fgsm_held(model, torch.cat([z, z]), torch.cat([labels, labels]), eta, iters, lo, hi).split(N)
     if mg:
         n = model(zs[:1]).shape[1]
         u = grads(params, zs, torch.full((N, n), 1 / n, dtype=z.dtype, device=z.device))
-        g = g - dot(g, u) / (dot(u, u) + 1e-30) * u                          # eq. 12, as `FedReg._modified_gradient`
-    if not project: return g
+        g = g - dot(g, u) / (dot(u, u) + 1e-30) * u  # eq. 12, as `FedReg._modified_gradient`
+    if not project:
+        return g
     delta = -lr * g
     theta0 = torch.cat([v.flatten() for v in params.values()])[None]
-    beta = _as_dict(theta0 + delta / 2, shapes)                              # θ_β of each client's updated θ
+    beta = _as_dict(theta0 + delta / 2, shapes)  # θ_β of each client's updated θ
     gs, gp = grads(beta, zs, F.softmax(model(zs), 1), 0), grads(beta, zp, labels, 0)
-    ws = torch.clamp(dot(delta, gs) / (dot(gs, gs) + 1e-30), min=0)         # eq. 10, as `projection_weights`
+    ws = torch.clamp(dot(delta, gs) / (dot(gs, gs) + 1e-30), min=0)  # eq. 10, as `projection_weights`
     wp = torch.clamp((dot(delta, gp) - ws * dot(gs, gp)) / (dot(gp, gp) + 1e-30), min=0)
     return g + (ws * gs + wp * gp) / lr
 
 # %% ../nbs/15_privacy.ipynb #c1500107
-INVERSION = {'EMNIST': ('l2', 1e-8), 'CIFAR-10 (uniform)': ('cosine', 1e-6), 'CIFAR-10 (one class)': ('cosine', 1e-6),
-             'CT images of COVID-19': ('l2', 1e-8)}                                                              # distance, TV weight
+# distance, TV weight
+INVERSION = {
+    'EMNIST': ('l2', 1e-8),
+    'CIFAR-10 (uniform)': ('cosine', 1e-6),
+    'CIFAR-10 (one class)': ('cosine', 1e-6),
+    'CT images of COVID-19': ('l2', 1e-8),
+}
 C3_METHODS = ('FedAvg', 'FedAvg with DPSGD', 'FedReg with MG')
 
+
 def clipped_upload(clip: float):
-    "DP-SGD's white-box view without its noise: each dummy's gradient clipped to norm `clip`, as `dp_backward` clips before adding noise."
+    """DP-SGD's white-box view without its noise: each dummy's gradient clipped to norm `clip`, as `dp_backward`
+    clips before adding noise."""
+
     def upload(model, x, labels, mean, std):
         g = dummy_gradients(model, x, labels, mean, std)
         return g * clip_factors(g.norm(dim=1), clip)[:, None]
+
     return upload
 
-def fedreg_attack(setting: str, scale: str, seed: int, sigmas=(), images: int = 10, at_round: int = 2, iters: int = 200, lr: float = 1.0,
-                  clip: float = 1.0, device='cpu', data_root='data', indices=None, chunk: int | None = None, **overrides):
-    "Figure C.3 for one seed: FedReg with MG trained to round `at_round` − 1, then `images` one-image clients' one-step uploads from its broadcast attacked: FedAvg's, FedAvg with DP-SGD's at each σ of `sigmas`, FedReg with MG's. `indices`: the training images to attack (default: `images` drawn from the seed); `chunk`: attack that many at a time (default: all at once); `overrides`: config fields. Per-image scores, reconstructions, originals."
+
+def fedreg_attack(
+    setting: str,
+    scale: str,
+    seed: int,
+    sigmas=(),
+    images: int = 10,
+    at_round: int = 2,
+    iters: int = 200,
+    lr: float = 1.0,
+    clip: float = 1.0,
+    device='cpu',
+    data_root='data',
+    indices=None,
+    chunk: int | None = None,
+    **overrides,
+):
+    "Figure C.3 for one seed: the attacked uploads' per-image scores, reconstructions and originals."
     check(isinstance(at_round, int) and at_round >= 1, 'at_round', at_round, 'an integer >= 1 (1: the initial model)')
-    check(chunk is None or (isinstance(chunk, int) and chunk >= 1), 'chunk', chunk, 'None (every image at once) or an integer >= 1')
+    check(
+        chunk is None or (isinstance(chunk, int) and chunk >= 1),
+        'chunk',
+        chunk,
+        'None (every image at once) or an integer >= 1',
+    )
     cfg = FEDREG.config(setting, 'FedReg with MG', scale, seed=seed, device=device, data_root=data_root, **overrides)
-    check(setting in INVERSION, 'setting', setting, f'one of {list(INVERSION)}: the settings whose attack Appendix B.4 gives')
+    check(
+        setting in INVERSION,
+        'setting',
+        setting,
+        f'one of {list(INVERSION)}: the settings whose attack Appendix B.4 gives',
+    )
     fed = Federation(cfg)
     n_train = len(fed.data.y_train)
     if indices is not None:
         ints = [int(i) for i in indices if isinstance(i, (int, np.integer)) and not isinstance(i, bool)]
-        check(0 < len(ints) == len(indices) == len(set(ints)) and all(0 <= i < n_train for i in ints), 'indices', indices,
-              f'distinct training-image indices in 0..{n_train - 1}')
+        check(
+            0 < len(ints) == len(indices) == len(set(ints)) and all(0 <= i < n_train for i in ints),
+            'indices',
+            indices,
+            f'distinct training-image indices in 0..{n_train - 1}',
+        )
         indices = ints
-    for t in range(1, at_round): fed.round(t)
+    for t in range(1, at_round):
+        fed.round(t)
     fm, mg, data, theta, P = fed.fm, fed.algo, fed.data, fed.algo.x.clone(), fed.fm.num_params
     avg = Algorithm(cfg.replace(algorithm='fedavg', params={}), theta)
-    idx = np.array(indices) if indices is not None else numpy_rng(seed, 'attacked images').choice(len(data.y_train), images, replace=False)
-    seen = lambda algo, dp=None: torch.stack([observed_gradient(observe_upload(algo, fm, data, int(i), cfg.lr, {'x': theta}, dp, seed), theta[:P], cfg.lr)
-                                              for i in idx])
+    idx = (
+        np.array(indices)
+        if indices is not None
+        else numpy_rng(seed, 'attacked images').choice(len(data.y_train), images, replace=False)
+    )
+    seen = lambda algo, dp=None: torch.stack(
+        [
+            observed_gradient(observe_upload(algo, fm, data, int(i), cfg.lr, {'x': theta}, dp, seed), theta[:P], cfg.lr)
+            for i in idx
+        ]
+    )
     hp, (distance, tv) = mg.hp, INVERSION[setting]
-    mg_view = lambda m, x, l, mean, std: fedreg_upload(m, x, l, cfg.lr, hp['eta_s'], mg.eta_p, hp['iters'], mean, std, hp['clip'])
-    cases = ([('FedAvg', math.nan, seen(avg), _plain_upload)] + [('FedAvg with DPSGD', s, seen(avg, (clip, s)), clipped_upload(clip)) for s in sigmas]
-             + [('FedReg with MG', math.nan, seen(mg), mg_view)])
+    mg_view = lambda m, x, l, mean, std: fedreg_upload(
+        m, x, l, cfg.lr, hp['eta_s'], mg.eta_p, hp['iters'], mean, std, hp['clip']
+    )
+    cases = (
+        [('FedAvg', math.nan, seen(avg), _plain_upload)]
+        + [('FedAvg with DPSGD', s, seen(avg, (clip, s)), clipped_upload(clip)) for s in sigmas]
+        + [('FedReg with MG', math.nan, seen(mg), mg_view)]
+    )
     fm.load_(theta)
     model, true, y = copy.deepcopy(fm.model), to_float(data.x_train[idx]), data.y_train[idx]
     bias = [k for k in fm.slices if k.startswith('classifier') and k.endswith('bias')][-1]
@@ -259,12 +441,30 @@ def fedreg_attack(setting: str, scale: str, seed: int, sigmas=(), images: int = 
         guess = idlg_labels(fm, target, bias)
         labels = y if method == 'FedReg with MG' else guess
         parts = [slice(None)] if chunk is None else [slice(a, a + chunk) for a in range(0, len(idx), chunk)]
-        rec = torch.cat([inverting_gradients(model, target[s], labels[s], true.shape[1:], data.mean, data.std, iters=iters, lr=lr, tv=tv,
-                                             seed=seed if k == 0 else derive_seed(seed, 'chunk', k), distance=distance, upload=upload)
-                         for k, s in enumerate(parts)])
+        rec = torch.cat(
+            [
+                inverting_gradients(
+                    model,
+                    target[s],
+                    labels[s],
+                    true.shape[1:],
+                    data.mean,
+                    data.std,
+                    iters=iters,
+                    lr=lr,
+                    tv=tv,
+                    seed=seed if k == 0 else derive_seed(seed, 'chunk', k),
+                    distance=distance,
+                    upload=upload,
+                )
+                for k, s in enumerate(parts)
+            ]
+        )
         recovered[method, sigma] = rec.cpu()
-        rows += [dict(setting=setting, seed=seed, method=method, sigma=sigma, image=int(i), label_right=bool(a == b), **s)
-                 for i, a, b, s in zip(idx, guess.tolist(), y.tolist(), image_scores(true, rec).to_dict('records'))]
+        rows += [
+            dict(setting=setting, seed=seed, method=method, sigma=sigma, image=int(i), label_right=bool(a == b), **s)
+            for i, a, b, s in zip(idx, guess.tolist(), y.tolist(), image_scores(true, rec).to_dict('records'))
+        ]
     return pd.DataFrame(rows), recovered, true.cpu()
 
 # %% ../nbs/15_privacy.ipynb #c1500110
