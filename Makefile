@@ -23,22 +23,29 @@ repro: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/fedrepro reproduce $(REPRO) --scale $(SCALE) --out repro_out
 	$(BIN)/fedrepro book --results repro_out
 
-# fedrepro/ must equal what the notebooks export, notebooks must be clean, then every test
-test: $(STAMP) check-sync nbtest pytest
+# fedrepro/ and README.md must equal what the notebooks export, notebooks must be clean and pass ruff, then every test
+test: $(STAMP) check-sync pytest
 
 check-sync: $(STAMP)
 	$(BIN)/nbdev_export
 	$(BIN)/nbdev_clean
-	@changed="$$(git status --porcelain -- fedrepro nbs)"; \
-	if [ -n "$$changed" ]; then echo "Out of sync with the notebooks (run nbdev_export and nbdev_clean, then commit):"; echo "$$changed"; exit 1; fi
+	$(BIN)/fedrepro readme >/dev/null
+	@changed="$$(git status --porcelain -- fedrepro nbs README.md)"; \
+	if [ -n "$$changed" ]; then echo "Out of sync with the notebooks (run nbdev_export, nbdev_clean and fedrepro readme, then commit):"; echo "$$changed"; exit 1; fi
+	$(BIN)/ruff check
+	$(BIN)/ruff format --check
 
 # every notebook in one process, in order: nbdev_test's workers each run several notebooks, so what one leaves in the
-# library's registries reaches the next; running them all together makes that reproducible instead of a chance pairing
+# library's registries reaches the next; running them all together makes that reproducible instead of a chance pairing.
+# `make test` runs it as one of pytest's tests (tests/test_notebooks.py), beside the others
 nbtest: $(STAMP)
 	$(BIN)/nbdev_test --n_workers 0
 
+# on every core (pytest-xdist; TEST_WORKERS=1 runs one), one torch thread each; tests/conftest.py groups the tests
+# that share a fixture
+TEST_WORKERS ?= auto
 pytest: $(STAMP)
-	$(BIN)/python -m pytest tests -q
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests -q -n $(TEST_WORKERS) --dist loadgroup
 
 book: $(STAMP)
 	$(BIN)/fedrepro book

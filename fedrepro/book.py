@@ -10,9 +10,9 @@ from pathlib import Path
 from .core import check, environment_set
 
 # %% auto #0
-__all__ = ['REPORT', 'KATEX_VERSION', 'REMOTE', 'project_root', 'process', 'execute_report', 'use_results', 'render',
-           'build_book', 'assets_dir', 'remote_assets', 'localise_assets', 'own_pages', 'localise_links',
-           'localise_search']
+__all__ = ['REPORT', 'KATEX_VERSION', 'REMOTE', 'README_NOTE', 'project_root', 'process', 'execute_report', 'use_results',
+           'render', 'build_book', 'assets_dir', 'remote_assets', 'localise_assets', 'own_pages', 'localise_links',
+           'localise_search', 'readme_markdown', 'write_readme']
 
 # %% ../nbs/09_book.ipynb #e53b7248
 _env = environment_set
@@ -212,3 +212,30 @@ def localise_search(docs) -> bool:
         js.write_text(text.replace(_FETCH_INDEX, _FILE_SKIPS_FETCH, 1).replace(_NO_INDEX, _INDEX_SCRIPT, 1), encoding='utf-8')
     (docs / 'search.js').write_text('window.smalldocsSearchIndex = ' + index.read_text(encoding='utf-8').strip() + ';\n', encoding='utf-8')
     return True
+
+# %% ../nbs/09_book.ipynb #e35b1ef1
+README_NOTE = '<!-- Generated from nbs/index.ipynb by `fedrepro readme`: edit the notebook, not this file. -->'
+
+
+def readme_markdown(landing) -> str:
+    "The landing notebook `landing` as GitHub markdown: its markdown cells, and what its code cells display as markdown."
+    parts = []
+    for c in json.loads(Path(landing).read_text(encoding='utf-8'))['cells']:
+        if c['cell_type'] == 'markdown':
+            parts.append(''.join(c['source']))
+        else:
+            shown = [o.get('data', {}).get('text/markdown') for o in c.get('outputs', [])]
+            parts += [''.join(m) for m in shown if m]
+    text = '\n\n'.join([README_NOTE, *(p.strip('\n') for p in parts)]) + '\n'
+    return re.sub(r'\]\((?![a-z]+:|#|/)([^)\s]+\.ipynb)\)', r'](nbs/\1)', text)
+
+
+def write_readme(root=None) -> Path:
+    "Write `README.md` of the project at or above `root` from its landing notebook (settings.ini's `readme_nb`)."
+    root = project_root(root)
+    cfg = configparser.ConfigParser()
+    cfg.read(root / 'settings.ini')
+    landing = root / cfg['DEFAULT'].get('nbs_path', 'nbs') / cfg['DEFAULT'].get('readme_nb', 'index.ipynb')
+    out = root / 'README.md'
+    out.write_text(readme_markdown(landing), encoding='utf-8')
+    return out

@@ -139,12 +139,17 @@ def main(argv=None):
     b = sub.add_parser('book', help='render the book into _docs/ (offline with smalldocs, or --quarto)')
     b.add_argument('--results', default=None, help='a reproduce --out folder whose executed notebooks the book shows')
     b.add_argument('--quarto', action='store_true', help='render with Quarto instead of smalldocs')
+    sub.add_parser('readme', help='write README.md from the landing notebook, nbs/index.ipynb')
     args = parser.parse_args(argv)
     try:
         if args.command == 'list': print(list_all())
         elif args.command == 'book':
             from fedrepro.book import build_book
             print(f'book: {build_book(results=args.results, quarto=args.quarto) / "index.html"}')
+        elif args.command == 'readme':
+            from fedrepro.book import write_readme
+
+            print(f'readme: {write_readme()}')
         elif args.command == 'reproduce':
             from fedrepro.repro import default_jobs
             todo, extra, start = jobs(args.names or default_jobs()), _key_values(args.set), time.perf_counter()

@@ -13,41 +13,63 @@ os.environ.setdefault('PYTHONHASHSEED', '0')
 def cpu_cfg():
     "A small, fast config factory on the CPU."
     from fedrepro.config import ExperimentConfig
+
     def make(**kw):
         base = dict(model='mlp', num_clients=10, clients_per_round=5, rounds=3, lr=0.05, batch_size=20, device='cpu')
         return ExperimentConfig(**{**base, **kw})
+
     return make
 
 
 @pytest.fixture
 def cli_run_with(tmp_path):
-    "Run `fedrepro <args>` in a fresh process with every hyperparameter of `params` given by `--set`; check each was recorded; return the run's metrics."
-    import json, subprocess, sys
+    """Run `fedrepro <args>` in a fresh process with every hyperparameter of `params` given by `--set`; check each
+    was recorded; return the run's metrics."""
+    import json
+    import subprocess
+    import sys
     import pandas as pd
+
     def run(args, params):
-        sets = [a for k, v in params.items() for a in ('--set', f'{k}={json.dumps(v) if not isinstance(v, str) else v}')]
+        sets = [
+            a for k, v in params.items() for a in ('--set', f'{k}={json.dumps(v) if not isinstance(v, str) else v}')
+        ]
         code = 'import sys; from fedrepro.cli import main; main(sys.argv[1:])'
-        p = subprocess.run([sys.executable, '-c', code, *args, *sets, '--out', str(tmp_path)], capture_output=True, text=True, timeout=600)
+        p = subprocess.run(
+            [sys.executable, '-c', code, *args, *sets, '--out', str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert p.returncode == 0, p.stderr
         (run_dir,) = [d for d in tmp_path.iterdir() if d.is_dir()]
         assert json.loads((run_dir / 'config.json').read_text())['config']['params'] == params
         return pd.read_csv(run_dir / 'metrics.csv')
+
     return run
 
 
 @pytest.fixture
 def resumes_identically(tmp_path):
-    "Run `cfg` whole, and again interrupted after round `stop_at` then resumed; assert `cols` of both metrics are equal; return the whole run."
+    """Run `cfg` whole, and again interrupted after round `stop_at` then resumed; assert `cols` of both metrics are
+    equal; return the whole run."""
     import pandas as pd
     from fedrepro.runner import run
-    class Stop(Exception): pass
+
+    class Stop(Exception):
+        pass
+
     def check(cfg, cols, stop_at: int = 2):
         def stop(row):
-            if row['round'] == stop_at: raise Stop
+            if row['round'] == stop_at:
+                raise Stop
+
         full = run(cfg, tmp_path / 'whole')
-        with pytest.raises(Stop): run(cfg, tmp_path / 'cut', callbacks=[stop])
+        with pytest.raises(Stop):
+            run(cfg, tmp_path / 'cut', callbacks=[stop])
         pd.testing.assert_frame_equal(run(cfg, tmp_path / 'cut').metrics[cols], full.metrics[cols])
         return full
+
     return check
 
 
@@ -57,8 +79,10 @@ _ARTIFACTS = pytest.StashKey[list]()
 
 @pytest.fixture(scope="session")
 def site(tmp_path_factory) -> Path:
-    "Build the book once per test session, in a copy of the project, and give its _docs/ (tests/test_book.py, tests/test_browser.py)."
-    pytest.importorskip("smalldocs", reason="smalldocs is not importable (pip install -e '.[dev]'); the offline book cannot be built")
+    "Build the book once per test session in a copy of the project; its _docs/ (test_book.py, test_browser.py)."
+    pytest.importorskip(
+        "smalldocs", reason="smalldocs is not importable (pip install -e '.[dev]'); the offline book cannot be built"
+    )
     nbs = ROOT / "nbs"
     if not [p for p in nbs.glob("*.ipynb") if not p.name.startswith(("_", "."))]:
         pytest.fail(f"no notebooks in {nbs}")
@@ -82,3 +106,48 @@ def artifacts(request) -> list:
 def pytest_terminal_summary(terminalreporter, config):
     for line in config.stash.get(_ARTIFACTS, []):
         terminalreporter.write_line(line)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    "Under pytest-xdist: the lines a worker's tests named reach the summary the controller prints."
+    node.config.stash.setdefault(_ARTIFACTS, []).extend(getattr(node, 'workeroutput', {}).get('artifacts', []))
+
+
+def pytest_sessionfinish(session):
+    if hasattr(session.config, 'workeroutput'):  # an xdist worker: hand its lines to the controller
+        session.config.workeroutput['artifacts'] = session.config.stash.get(_ARTIFACTS, [])
+
+
+# `make test` runs pytest on every core (pytest-xdist, --dist loadgroup). Tests that share an expensive module or
+# session fixture, or a local Ray, stay on one worker as a group; the longest groups are collected first, so they start
+# first.
+GROUPS = {
+    'test_notebooks': 'notebooks',
+    'test_book': 'book',
+    'test_browser': 'book',  # the book, built once (`site`)
+    'test_ray': 'ray',
+    'test_flower': 'ray',  # one local Ray at a time
+    **{
+        m: m
+        for m in (
+            'test_bad_inputs',
+            'test_distill',
+            'test_embedded',
+            'test_gpu_check',
+            'test_partitions',
+            'test_sixth_paper',
+        )
+    },  # a module-scoped fixture each
+}
+FIRST = ['notebooks', 'book', 'ray']
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if group := GROUPS.get(item.module.__name__.rpartition('.')[2]):
+            item.add_marker(pytest.mark.xdist_group(group))
+    rank = lambda item: next(
+        (i for i, g in enumerate(FIRST) if GROUPS.get(item.module.__name__.rpartition('.')[2]) == g), len(FIRST)
+    )
+    items.sort(key=rank)  # stable: within a rank, the collection order

@@ -1,9 +1,14 @@
-"""The examples of the README and of the book's landing page (nbs/index.ipynb's markdown) run as a reader would copy
-them, so they cannot rot: every Python block, and every `fedrepro` command of the shell blocks, in a fresh process in
-an empty folder. Three changes, all for time: a job given `--scale mini` runs at `smoke` (the same notebook and code
-path; mini takes minutes), `make` lines are left to CI, which runs `make test` itself, and `fedrepro book` to
+"""The README is the book's landing page (nbs/index.ipynb) exported to GitHub markdown, and its examples run as a reader
+would copy them, so they cannot rot: every Python block, and every `fedrepro` command of the shell blocks, in a fresh
+process in an empty folder. Three changes, all for time: a job given `--scale mini` runs at `smoke` (the same notebook
+and code path; mini takes minutes), `make` lines are left to CI, which runs `make test` itself, and `fedrepro book` to
 tests/test_book.py, which runs the same command on a copy of the project."""
-import json, os, re, shlex, subprocess, sys
+
+import os
+import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 import pytest
 
@@ -13,9 +18,8 @@ LANDING = ROOT / 'nbs' / 'index.ipynb'
 
 
 def texts() -> list[str]:
-    "The README, then the landing page's markdown cells."
-    cells = json.loads(LANDING.read_text(encoding='utf-8'))['cells']
-    return [README.read_text(encoding='utf-8')] + [''.join(c['source']) for c in cells if c['cell_type'] == 'markdown']
+    "The README (the landing page's markdown, exported)."
+    return [README.read_text(encoding='utf-8')]
 
 
 def blocks(language: str, only=None) -> list[str]:
@@ -27,7 +31,7 @@ def commands() -> list[list[str]]:
     lines = '\n'.join(blocks('bash')).replace('\\\n', ' ').splitlines()
     words = [shlex.split(line, comments=True) for line in lines]
     found = [w for w in words if w and Path(w[0]).name == 'fedrepro' and w[1:2] != ['book']]
-    return list({tuple(w[1:]): w for w in reversed(found)}.values())[::-1]     # the same arguments run once
+    return list({tuple(w[1:]): w for w in reversed(found)}.values())[::-1]  # the same arguments run once
 
 
 def run(argv: list[str], cwd) -> subprocess.CompletedProcess:
@@ -35,9 +39,39 @@ def run(argv: list[str], cwd) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
 
 
-def test_the_readme_and_landing_page_have_examples_to_run():
-    assert len(blocks('python')) >= 2 and {c[1] for c in commands()} >= {'run', 'list', 'reproduce'}
-    assert blocks('python', texts()[1:]) and blocks('bash', texts()[1:]), 'the landing page has examples: they must be collected here'
+def test_the_readme_has_examples_to_run():
+    assert blocks('python') and {c[1] for c in commands()} >= {'run', 'list', 'reproduce'}
+
+
+def test_the_readme_is_the_landing_page_exported():
+    from fedrepro.book import readme_markdown
+
+    assert README.read_text(encoding='utf-8') == readme_markdown(LANDING), (
+        'README.md is out of date: run `fedrepro readme`'
+    )
+
+
+def test_the_readme_is_short_and_starts_with_its_commands():
+    lines = README.read_text(encoding='utf-8').splitlines()
+    assert len(lines) <= 130
+    first = next(i for i, line in enumerate(lines) if line.startswith('make '))
+    assert first < 40, f'the first command is on line {first + 1}'
+
+
+def test_the_landing_page_shows_the_current_verdicts():
+    "Its results table is the report's summary of the committed runs: executing its cells again gives what it shows."
+    from execnb.nbio import read_nb
+    from execnb.shell import CaptureShell
+
+    nb = read_nb(LANDING)
+    shown = [o.get('data', {}).get('text/markdown') for c in nb.cells for o in c.get('outputs', [])]
+    cwd = os.getcwd()
+    try:
+        os.chdir(LANDING.parent)
+        CaptureShell().run_all(nb, exc_stop=True)
+    finally:
+        os.chdir(cwd)
+    assert shown == [o.get('data', {}).get('text/markdown') for c in nb.cells for o in c.get('outputs', [])]
 
 
 @pytest.mark.parametrize('i', range(len(blocks('python'))))
