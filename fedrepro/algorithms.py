@@ -15,19 +15,24 @@ __all__ = ['FedAvg', 'FedSGD']
 @ALGORITHMS.register('fedavg')
 class FedAvg(Algorithm):
     "FedAvg: local SGD from the global model, then the (sample-weighted or uniform) mean of the local models."
+
     name = 'fedavg'
 
 # %% ../nbs/05_algorithms.ipynb #7d491822
 @ALGORITHMS.register('fedsgd')
 class FedSGD(Algorithm):
     "FedSGD: each sampled client takes exactly one gradient step on all of its data; the server averages."
+
     name = 'fedsgd'
-    def schedule(self, ctx: ClientContext) -> dict: return dict(batch_size=ctx.n, epochs=1, steps=1)
+
+    def schedule(self, ctx: ClientContext) -> dict:
+        return dict(batch_size=ctx.n, epochs=1, steps=1)
 
 # %% ../nbs/05_algorithms.ipynb #f7f3da8a
 def __getattr__(name: str):
-    "A registered method's class by its class name, from whichever module defines it: `from fedrepro.algorithms import FedReg`."
-    if not name.startswith('_'):           # dunders (`__path__`, ...) are asked for by the import system and tools
+    "A registered method's class by name, from whichever module defines it: `from fedrepro.algorithms import FedReg`."
+    if not name.startswith('_'):  # dunders (`__path__`, ...) are asked for by the import system and tools
         for key in ALGORITHMS:
-            if getattr(ALGORITHMS[key], '__name__', None) == name: return ALGORITHMS[key]
+            if getattr(ALGORITHMS[key], '__name__', None) == name:
+                return ALGORITHMS[key]
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -7,7 +7,15 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from .core import ALGORITHMS, FlatModel, check
-from .engine import Algorithm, ClientContext, local_sgd, weighted_mean, check_hparam, batch_schedule, per_example_grads
+from fedrepro.engine import (
+    Algorithm,
+    ClientContext,
+    local_sgd,
+    weighted_mean,
+    check_hparam,
+    batch_schedule,
+    per_example_grads,
+)
 
 # %% auto #0
 __all__ = ['StepMeans', 'prox_penalty', 'FedProx', 'Scaffold', 'empirical_fisher', 'minibatch_fisher', 'fisher_batches',
@@ -16,18 +24,30 @@ __all__ = ['StepMeans', 'prox_penalty', 'FedProx', 'Scaffold', 'empirical_fisher
 # %% ../nbs/05a_baselines.ipynb #4c9d9992
 def _check_number(params: dict, key: str, minimum: float = 0.0, strict: bool = False):
     "Refuse `params[key]` unless it is a finite number `>= minimum` (`> minimum` when `strict`)."
-    check_hparam(params, key, (lambda v: v > minimum) if strict else (lambda v: v >= minimum),
-                 f"a finite number {'>' if strict else '>='} {minimum}")
+    check_hparam(
+        params,
+        key,
+        (lambda v: v > minimum) if strict else (lambda v: v >= minimum),
+        f"a finite number {'>' if strict else '>='} {minimum}",
+    )
+
 
 class StepMeans:
-    "Mixin: the mean over a round's local steps, all its clients, of a number `note`d once a step; `diagnostics` reports it as `diagnostic` and resets."
+    """Mixin: the mean over a round's local steps, all its clients, of a number `note`d once a step; `diagnostics`
+    reports it as `diagnostic` and resets."""
+
     diagnostic, _sum, _steps = '', 0.0, 0
+
     def note(self, v):
-        "Add one local step's value: a detached tensor stays on its device, so there is one `.item()` a round, not one a step."
+        """Add one local step's value: a detached tensor stays on its device, so there is one `.item()` a round, not one
+        a step."""
         self._sum, self._steps = self._sum + v, self._steps + 1
+
     def note_ratio(self, num: torch.Tensor, den: torch.Tensor):
-        "`note(num / den)`, a zero `den` taken as the smallest positive float: 0 if `num` is 0 too, else huge, never NaN (a fitted client's gradient can vanish)."
+        """`note(num / den)`, a zero `den` taken as the smallest positive float: 0 if `num` is 0 too, else huge, never
+        NaN (a fitted client's gradient can vanish)."""
         self.note(num / den.clamp_min(torch.finfo(den.dtype).tiny))
+
     def diagnostics(self) -> dict:
         mean = float(self._sum / self._steps) if self._steps else float('nan')
         self._sum, self._steps = 0.0, 0
@@ -35,12 +55,16 @@ class StepMeans:
 
 # %% ../nbs/05a_baselines.ipynb #1bdf33fd
 def prox_penalty(theta: torch.Tensor, anchor: torch.Tensor, mu: float, convention: str = 'half') -> torch.Tensor:
-    "FedProx's proximal term: $\\frac{\\mu}{2}\\lVert\\theta-\\theta^g\\rVert^2$ (`'half'`) or $\\mu\\lVert\\theta-\\theta^g\\rVert^2$ (`'full'`)."
+    """FedProx's proximal term: $\\frac{\\mu}{2}\\lVert\\theta-\\theta^g\\rVert^2$ (`'half'`)
+    or $\\mu\\lVert\\theta-\\theta^g\\rVert^2$ (`'full'`)."""
     return (0.5 if convention == 'half' else 1.0) * mu * (theta - anchor).pow(2).sum()
+
 
 @ALGORITHMS.register('fedprox')
 class FedProx(StepMeans, Algorithm):
-    "FedProx: FedAvg whose local loss adds the proximal term $\\frac{\\mu}{2}\\lVert\\theta-\\theta^g\\rVert^2$ ('half') or $\\mu\\lVert\\theta-\\theta^g\\rVert^2$ ('full')."
+    """FedProx: FedAvg whose local loss adds the proximal term
+    $\\frac{\\mu}{2}\\lVert\\theta-\\theta^g\\rVert^2$ ('half') or $\\mu\\lVert\\theta-\\theta^g\\rVert^2$ ('full')."""
+
     name = 'fedprox'
     hparams = {'mu': 0.01, 'convention': 'half', 'from_round': 1}
     diagnostic = 'correction_ratio'
@@ -50,16 +74,26 @@ class FedProx(StepMeans, Algorithm):
         super().check_params(params)
         p = {**cls.hparams, **params}
         _check_number(p, 'mu')
-        check(p['convention'] in ('half', 'full'), "params['convention']", p['convention'],
-              "'half' (mu/2 ||θ-θᵍ||², the FedProx paper) or 'full' (mu ||θ-θᵍ||², FedReg's code)")
-        check(isinstance(p['from_round'], int) and not isinstance(p['from_round'], bool) and p['from_round'] >= 1,
-              "params['from_round']", p['from_round'], 'an integer >= 1 (the first round with the proximal term)')
+        check(
+            p['convention'] in ('half', 'full'),
+            "params['convention']",
+            p['convention'],
+            "'half' (mu/2 ||θ-θᵍ||², the FedProx paper) or 'full' (mu ||θ-θᵍ||², FedReg's code)",
+        )
+        check(
+            isinstance(p['from_round'], int) and not isinstance(p['from_round'], bool) and p['from_round'] >= 1,
+            "params['from_round']",
+            p['from_round'],
+            'an integer >= 1 (the first round with the proximal term)',
+        )
 
     @classmethod
     def switched_off(cls, cfg) -> str | None:
         p = {**cls.hparams, **cfg.params}
-        if p['mu'] == 0: return 'mu=0 (no proximal term)'
-        if p['from_round'] > cfg.rounds: return f"from_round={p['from_round']} > rounds={cfg.rounds} (the proximal term never starts)"
+        if p['mu'] == 0:
+            return 'mu=0 (no proximal term)'
+        if p['from_round'] > cfg.rounds:
+            return f"from_round={p['from_round']} > rounds={cfg.rounds} (the proximal term never starts)"
 
     @property
     def coef(self) -> float:
@@ -67,12 +101,12 @@ class FedProx(StepMeans, Algorithm):
         return self.hp['mu'] * (1.0 if self.hp['convention'] == 'half' else 2.0)
 
     def client_update(self, ctx: ClientContext, down: dict, state=None):
-        self._anchor = down['x'][:ctx.fm.num_params]          # θᵍ: the broadcast parameters, fixed during local training
+        self._anchor = down['x'][: ctx.fm.num_params]  # θᵍ: the broadcast parameters, fixed during local training
         self._coef = self.coef if ctx.round >= self.hp['from_round'] else 0.0
         return super().client_update(ctx, down, state)
 
     def step(self, ctx: ClientContext):
-        "Add the proximal gradient $c\\,(\\theta-\\theta^g)$ to the flat gradient $g$, then the SGD step; notes $\\lVert c\\,(\\theta-\\theta^g)\\rVert/\\lVert g\\rVert$, 0 at the round's first step ($\\theta=\\theta^g$)."
+        "Add the proximal gradient $c\\,(\\theta-\\theta^g)$ to the flat gradient $g$, then the SGD step."
         d = ctx.fm.params - self._anchor
         self.note_ratio(self._coef * d.norm(), ctx.fm.grad.norm())
         ctx.fm.grad.add_(d, alpha=self._coef)
@@ -82,26 +116,39 @@ class FedProx(StepMeans, Algorithm):
 @ALGORITHMS.register('scaffold')
 class Scaffold(StepMeans, Algorithm):
     "SCAFFOLD, option II: local steps corrected by $c - c_i$, control variates updated from the model difference."
+
     name = 'scaffold'
     hparams = {'global_lr': 1.0, 'correction': 'gradient'}
     diagnostic = 'correction_ratio'
 
     def __init__(self, cfg, x0: torch.Tensor):
         super().__init__(cfg, x0)
-        self.c = None                                  # the server variate; None until the first round (zeros)
+        self.c = None  # the server variate; None until the first round (zeros)
 
     @classmethod
     def check_params(cls, params: dict):
         super().check_params(params)
         p = {**cls.hparams, **params}
         _check_number(p, 'global_lr', strict=True)
-        check(p['correction'] in ('gradient', 'step'), "params['correction']", p['correction'],
-              "'gradient' (c - c_i added to the gradient, inside any momentum) or 'step' (NIID-Bench: subtracted after each optimiser step)")
+        check(
+            p['correction'] in ('gradient', 'step'),
+            "params['correction']",
+            p['correction'],
+            "'gradient' (c - c_i added to the gradient, inside any momentum) "
+            "or 'step' (NIID-Bench: subtracted after each optimiser step)",
+        )
 
-    def broadcast(self) -> dict: return {'x': self.x, 'c': self.c}
-    def payload(self, d: int) -> dict: return {'up': 2 * d, 'down': 2 * d}
-    def state_dict(self) -> dict: return {'x': self.x, 'c': self.c}
-    def load_state_dict(self, sd: dict): self.x, self.c = sd['x'], sd['c']
+    def broadcast(self) -> dict:
+        return {'x': self.x, 'c': self.c}
+
+    def payload(self, d: int) -> dict:
+        return {'up': 2 * d, 'down': 2 * d}
+
+    def state_dict(self) -> dict:
+        return {'x': self.x, 'c': self.c}
+
+    def load_state_dict(self, sd: dict):
+        self.x, self.c = sd['x'], sd['c']
 
     def client_update(self, ctx: ClientContext, down: dict, state=None):
         fm, x = ctx.fm, down['x']
@@ -118,33 +165,41 @@ class Scaffold(StepMeans, Algorithm):
         return {'x': y, 'n': ctx.n, 'dc': ci_new - ci}, ci_new.cpu()
 
     def step(self, ctx: ClientContext):
-        "The corrected step $y \\leftarrow y - \\eta\\,(g - c_i + c)$: the correction in the gradient (`'gradient'`), or after the optimiser's step (`'step'`); the same without momentum. Notes $\\lVert c-c_i\\rVert/\\lVert g\\rVert$."
+        "The corrected step $y \\leftarrow y - \\eta\\,(g - c_i + c)$, the correction where `correction` puts it."
         self.note_ratio(self._correction_norm, ctx.fm.grad.norm())
-        if self.hp['correction'] == 'gradient': ctx.fm.grad.add_(self._correction)
+        if self.hp['correction'] == 'gradient':
+            ctx.fm.grad.add_(self._correction)
         super().step(ctx)
-        if self.hp['correction'] == 'step': ctx.fm.params.sub_(self._correction, alpha=ctx.lr)
+        if self.hp['correction'] == 'step':
+            ctx.fm.params.sub_(self._correction, alpha=ctx.lr)
 
     def aggregate(self, ups: list[dict]):
         "$x \\leftarrow x + \\eta_g\\,\\mathrm{mean}(\\Delta y)$, $c \\leftarrow c + \\frac1N\\sum \\Delta c$."
-        dy = weighted_mean([u['x'] - self.x for u in ups], [u['n'] for u in ups] if self.cfg.weighting == 'samples' else None)
+        dy = weighted_mean(
+            [u['x'] - self.x for u in ups], [u['n'] for u in ups] if self.cfg.weighting == 'samples' else None
+        )
         self.x = self.x + self.hp['global_lr'] * dy
         dc = torch.stack([u['dc'] for u in ups]).sum(0) / self.cfg.num_clients
         self.c = dc if self.c is None else self.c + dc
 
 # %% ../nbs/05a_baselines.ipynb #b13d39ce
-def empirical_fisher(fm: FlatModel, x: torch.Tensor, y: torch.Tensor, chunk: int | None = None, vectorize: bool = True) -> torch.Tensor:
-    "Diagonal empirical Fisher at `fm`'s parameters: the mean over samples of the squared per-sample cross-entropy gradient (flat, params only)."
+def empirical_fisher(
+    fm: FlatModel, x: torch.Tensor, y: torch.Tensor, chunk: int | None = None, vectorize: bool = True
+) -> torch.Tensor:
+    """Diagonal empirical Fisher at `fm`'s parameters: the mean over samples of the squared per-sample cross-entropy
+    gradient (flat, params only)."""
     model = fm.model
-    chunk = chunk or max(1, min(len(y), 2**24 // fm.num_params))      # bounds the per-sample gradients held at once
+    chunk = chunk or max(1, min(len(y), 2**24 // fm.num_params))  # bounds the per-sample gradients held at once
     total = torch.zeros_like(fm.grad)
     for i in range(0, len(y), chunk):
-        xb, yb = x[i:i + chunk], y[i:i + chunk]
+        xb, yb = x[i : i + chunk], y[i : i + chunk]
         if vectorize:
             try:
                 g = per_example_grads(model, xb, yb)
                 total.add_(torch.cat([g[k].pow(2).sum(0).reshape(-1) for k, _ in model.named_parameters()]))
                 continue
-            except (RuntimeError, NotImplementedError): vectorize = False     # a model vmap cannot batch: one sample at a time
+            except (RuntimeError, NotImplementedError):
+                vectorize = False  # a model vmap cannot batch: one sample at a time
         for xi, yi in zip(xb, yb):
             gi = torch.autograd.grad(F.cross_entropy(model(xi[None]), yi[None]), list(model.parameters()))
             total.add_(torch.cat([t.reshape(-1) for t in gi]).pow(2))
@@ -152,7 +207,8 @@ def empirical_fisher(fm: FlatModel, x: torch.Tensor, y: torch.Tensor, chunk: int
 
 # %% ../nbs/05a_baselines.ipynb #659b7566
 def minibatch_fisher(fm: FlatModel, batches) -> torch.Tensor:
-    "The mean over `batches` of `(x, y)` of the squared gradient of the batch-mean cross-entropy at `fm`'s parameters (flat, params only)."
+    """The mean over `batches` of `(x, y)` of the squared gradient of the batch-mean cross-entropy at `fm`'s parameters
+    (flat, params only)."""
     total, m = torch.zeros_like(fm.grad), 0
     for x, y in batches:
         fm.grad.zero_()
@@ -162,27 +218,36 @@ def minibatch_fisher(fm: FlatModel, batches) -> torch.Tensor:
     fm.grad.zero_()
     return total / m
 
+
 def fisher_batches(n: int, batch_size: int, budget: int, generator=None):
-    "Positions `0..n-1` in the batches of one shuffled pass, up to the first batch that takes the count past `budget` (FedNTD's loop)."
+    """Positions `0..n-1` in the batches of one shuffled pass, up to the first batch that takes the count past `budget`
+    (FedNTD's loop)."""
     seen = 0
     for pos in batch_schedule(n, batch_size, 1, None, generator):
         yield pos
         seen += len(pos)
-        if seen > budget: return
+        if seen > budget:
+            return
 
-_VARIANTS = {'fedreg': "'fedreg' (FedReg's code: the last round's clients, own term included, per-sample Fisher over all data)",
-             'fedntd': "'fedntd' (FedNTD's code: every client's latest but its own, mini-batch Fisher over fisher_samples)"}
+
+_VARIANTS = {
+    'fedreg': "'fedreg' (FedReg's code: the last round's clients, own term included, per-sample Fisher over all data)",
+    'fedntd': "'fedntd' (FedNTD's code: every client's latest but its own, mini-batch Fisher over fisher_samples)",
+}
+
 
 @ALGORITHMS.register('fedcurv')
 class FedCurv(StepMeans, Algorithm):
-    "FedCurv: $\\lambda\\sum(u\\odot\\theta^2-2v\\odot\\theta)$ with Fisher sums $u$, $v$: of the previous round's clients ('fedreg') or of every client's latest but the client's own ('fedntd')."
+    """FedCurv: $\\lambda\\sum(u\\odot\\theta^2-2v\\odot\\theta)$ with Fisher sums $u$, $v$: of the previous round's
+    clients ('fedreg') or of every client's latest but the client's own ('fedntd')."""
+
     name = 'fedcurv'
     hparams = {'lam': 1e-4, 'variant': 'fedreg', 'fisher_samples': 500}
     diagnostic = 'correction_ratio'
 
     def __init__(self, cfg, x0: torch.Tensor):
         super().__init__(cfg, x0)
-        self.u = self.v = None                         # the Fisher sums the server broadcasts; None before round 2
+        self.u = self.v = None  # the Fisher sums the server broadcasts; None before round 2
 
     @classmethod
     def check_params(cls, params: dict):
@@ -190,21 +255,39 @@ class FedCurv(StepMeans, Algorithm):
         p = {**cls.hparams, **params}
         _check_number(p, 'lam')
         check(p['variant'] in _VARIANTS, "params['variant']", p['variant'], ' or '.join(_VARIANTS.values()))
-        check(isinstance(p['fisher_samples'], int) and not isinstance(p['fisher_samples'], bool) and p['fisher_samples'] >= 1,
-              "params['fisher_samples']", p['fisher_samples'], "an integer >= 1: the samples variant 'fedntd' estimates the Fisher on (FedNTD: 500)")
+        check(
+            isinstance(p['fisher_samples'], int)
+            and not isinstance(p['fisher_samples'], bool)
+            and p['fisher_samples'] >= 1,
+            "params['fisher_samples']",
+            p['fisher_samples'],
+            "an integer >= 1: the samples variant 'fedntd' estimates the Fisher on (FedNTD: 500)",
+        )
 
     @classmethod
-    def switched_off(cls, cfg) -> str | None: return 'lam=0 (no Fisher penalty)' if {**cls.hparams, **cfg.params}['lam'] == 0 else None
+    def switched_off(cls, cfg) -> str | None:
+        return 'lam=0 (no Fisher penalty)' if {**cls.hparams, **cfg.params}['lam'] == 0 else None
 
-    def broadcast(self) -> dict: return {'x': self.x, 'u': self.u, 'v': self.v}
-    def payload(self, d: int) -> dict: return {'up': 3 * d, 'down': 3 * d}
-    def state_dict(self) -> dict: return {'x': self.x, 'u': self.u, 'v': self.v}
-    def load_state_dict(self, sd: dict): self.x, self.u, self.v = sd['x'], sd['u'], sd['v']
+    def broadcast(self) -> dict:
+        return {'x': self.x, 'u': self.u, 'v': self.v}
+
+    def payload(self, d: int) -> dict:
+        return {'up': 3 * d, 'down': 3 * d}
+
+    def state_dict(self) -> dict:
+        return {'x': self.x, 'u': self.u, 'v': self.v}
+
+    def load_state_dict(self, sd: dict):
+        self.x, self.u, self.v = sd['x'], sd['u'], sd['v']
 
     def fisher(self, ctx: ClientContext) -> torch.Tensor:
-        "The client's diagonal Fisher at its current (trained) parameters: per-sample over all its data ('fedreg'), or per mini-batch over `fisher_samples` ('fedntd')."
+        """The client's diagonal Fisher at its current (trained) parameters: per-sample over all its data ('fedreg'), or
+        per mini-batch over `fisher_samples` ('fedntd')."""
         data, idx = ctx.data, ctx.indices
-        batch = lambda i: (data.prepare(data.x_train.index_select(0, i), True, ctx.generator), data.y_train.index_select(0, i))
+        batch = lambda i: (
+            data.prepare(data.x_train.index_select(0, i), True, ctx.generator),
+            data.y_train.index_select(0, i),
+        )
         if self.hp['variant'] == 'fedntd':
             ctx.model.train()
             pos = fisher_batches(ctx.n, ctx.batch_size, self.hp['fisher_samples'], ctx.generator)
@@ -213,23 +296,27 @@ class FedCurv(StepMeans, Algorithm):
         return empirical_fisher(ctx.fm, *batch(idx))
 
     def client_update(self, ctx: ClientContext, down: dict, state=None):
-        "Local training with the penalty, then the Fisher pair $(F, F\\odot\\theta)$ at the trained model; 'fedntd' excludes the client's own last pair (`state`) and uploads its change."
+        """Local training with the penalty, then the Fisher pair $(F, F\\odot\\theta)$ at the trained model; 'fedntd'
+        excludes the client's own last pair (`state`) and uploads its change."""
         own = state if self.hp['variant'] == 'fedntd' else None
         u, v = down['u'], down['v']
-        if own is not None and u is not None: u, v = u - own[0].to(u.device), v - own[1].to(v.device)
+        if own is not None and u is not None:
+            u, v = u - own[0].to(u.device), v - own[1].to(v.device)
         self._u, self._neg_v = u, (None if v is None else -v)
         ctx.fm.load_(down['x'])
         local_sgd(ctx, self)
         x = ctx.fm.snapshot()
         f = self.fisher(ctx)
-        fv = f * x[:ctx.fm.num_params]
-        if self.hp['variant'] == 'fedreg': return {'x': x, 'n': ctx.n, 'u': f, 'v': fv}, state
+        fv = f * x[: ctx.fm.num_params]
+        if self.hp['variant'] == 'fedreg':
+            return {'x': x, 'n': ctx.n, 'u': f, 'v': fv}, state
         du, dv = (f, fv) if own is None else (f - own[0].to(f.device), fv - own[1].to(f.device))
         return {'x': x, 'n': ctx.n, 'u': du, 'v': dv}, (f.cpu(), fv.cpu())
 
     def step(self, ctx: ClientContext):
-        "Add the penalty's gradient $2\\lambda(u\\odot\\theta - v)$ to the flat gradient $g$, then the SGD step; notes $\\lVert 2\\lambda(u\\odot\\theta - v)\\rVert/\\lVert g\\rVert$ (0 without a penalty)."
-        if self._u is None: self.note(0.0)
+        "Add the penalty's gradient $2\\lambda(u\\odot\\theta - v)$ to the flat gradient $g$, then the SGD step."
+        if self._u is None:
+            self.note(0.0)
         else:
             d = torch.addcmul(self._neg_v, self._u, ctx.fm.params)
             self.note_ratio(2 * self.hp['lam'] * d.norm(), ctx.fm.grad.norm())
@@ -237,8 +324,10 @@ class FedCurv(StepMeans, Algorithm):
         super().step(ctx)
 
     def aggregate(self, ups: list[dict]):
-        "FedAvg's model; the Fisher sums: $u=\\sum_k F_k$, $v=\\sum_k F_k\\odot\\theta_k$ over this round's clients ('fedreg'), or $U$, $V$ moved by the clients' changes ('fedntd')."
+        """FedAvg's model; the Fisher sums: $u=\\sum_k F_k$, $v=\\sum_k F_k\\odot\\theta_k$ over this round's clients
+        ('fedreg'), or $U$, $V$ moved by the clients' changes ('fedntd')."""
         super().aggregate(ups)
         u, v = torch.stack([r['u'] for r in ups]).sum(0), torch.stack([r['v'] for r in ups]).sum(0)
-        if self.hp['variant'] == 'fedntd' and self.u is not None: u, v = self.u + u, self.v + v
+        if self.hp['variant'] == 'fedntd' and self.u is not None:
+            u, v = self.u + u, self.v + v
         self.u, self.v = u, v

@@ -4,10 +4,18 @@
 
 # %% ../nbs/01_config.ipynb #85326a48
 from __future__ import annotations
-import dataclasses, hashlib, inspect, json, math, os, re, sys, warnings
+import dataclasses
+import hashlib
+import inspect
+import json
+import math
+import os
+import re
+import sys
+import warnings
 import numpy as np
 from dataclasses import dataclass, field, fields
-from .core import check, bad_value, load_modules, DATASETS, PARTITIONS, MODELS, ALGORITHMS
+from .core import check, bad_value, DATASETS, PARTITIONS, MODELS, ALGORITHMS
 from .data import AUX_FROM, AUX_FROM_ALLOWED, AUGMENT, AUGMENT_ALLOWED, NORMALIZE, NORMALIZE_ALLOWED
 
 # %% auto #0
@@ -15,158 +23,323 @@ __all__ = ['model_options', 'ExperimentConfig']
 
 # %% ../nbs/01_config.ipynb #55c9b249
 def model_options(name: str) -> set:
-    "The options of a registered model: its constructor's, besides input shape and class count, and MOON's `projection_dim`."
+    "A registered model's options: its constructor's, besides input shape and class count, and MOON's `projection_dim`."
     return set(inspect.signature(MODELS[name]).parameters) - {'input_shape', 'num_classes'} | {'projection_dim'}
+
 
 def _plain(v):
     "A config value as plain Python: numpy scalars as bool, int or float, inside dicts, lists and tuples too."
-    if isinstance(v, np.generic): return v.item()
-    if isinstance(v, dict): return {k: _plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)): return type(v)(_plain(x) for x in v)
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return type(v)(_plain(x) for x in v)
     return v
 
-_FLOATS = ('lr', 'momentum', 'weight_decay', 'dp_clip', 'dp_noise', 'dp_delta')   # float fields: an int given is stored as a float
+
+# float fields: an int given is stored as a float
+_FLOATS = ('lr', 'momentum', 'weight_decay', 'dp_clip', 'dp_noise', 'dp_delta')
+
 
 def _without_defaults(params: dict, defaults: dict) -> dict:
-    "Hyperparameters as hashed: those equal to the algorithm's default (and of its type: True is not 1) left out, so equal configs hash equally."
-    return {k: v for k, v in params.items() if not (k in defaults and type(v) is type(defaults[k]) and v == defaults[k])}
+    """Hyperparameters as hashed: those equal to the algorithm's default (and of its type: True is not 1) left out, so
+    equal configs hash equally."""
+    return {
+        k: v for k, v in params.items() if not (k in defaults and type(v) is type(defaults[k]) and v == defaults[k])
+    }
+
 
 _NOT_HASHED = ('data_root', 'download', 'checkpoint_every')
-_HASHED_WHEN_SET = {'momentum': 0.0, 'weight_decay': 0.0, 'test_size': 0, 'dp_clip': None, 'dp_noise': 0.0, 'dp_delta': 1e-5, 'eval_local': False,
-                    'augment': 'dataset', 'normalize': 'dataset'}   # added later: at their defaults they stay out, so older runs keep their hash
-_HASHED_AS = {'eval_batch_size': 4096}   # no longer changes results (`evaluate` reduces once over every logit): hashed as every earlier run had it
+_HASHED_WHEN_SET = {
+    'momentum': 0.0,
+    'weight_decay': 0.0,
+    'test_size': 0,
+    'dp_clip': None,
+    'dp_noise': 0.0,
+    'dp_delta': 1e-5,
+    'eval_local': False,
+    # added later: at their defaults they stay out, so older runs keep their hash
+    'augment': 'dataset',
+    'normalize': 'dataset',
+}
+# no longer changes results (`evaluate` reduces once over every logit): hashed as every earlier run had it
+_HASHED_AS = {'eval_batch_size': 4096}
 _DEVICE = re.compile(r'^(auto|cpu|cuda(:\d+)?|mps)$')
+
 
 @dataclass(frozen=True)
 class ExperimentConfig:
     "One federated run. Validated on creation; `hash` identifies it."
-    dataset: str = 'mnist5k'         # a name in `DATASETS`
-    partition: str = 'iid'           # a name in `PARTITIONS`
-    model: str = 'cnn5'              # a name in `MODELS`
-    model_params: dict = field(default_factory=dict)      # the model constructor's options (hidden=..., batch_norm=...)
-    algorithm: str = 'fedavg'        # a name in `ALGORITHMS`
+
+    dataset: str = 'mnist5k'  # a name in `DATASETS`
+    partition: str = 'iid'  # a name in `PARTITIONS`
+    model: str = 'cnn5'  # a name in `MODELS`
+    model_params: dict = field(default_factory=dict)  # the model constructor's options (hidden=..., batch_norm=...)
+    algorithm: str = 'fedavg'  # a name in `ALGORITHMS`
     params: dict = field(default_factory=dict)  # the algorithm's hyperparameters
     num_clients: int = 10
     clients_per_round: int = 10
     rounds: int = 20
-    local_epochs: int = 1            # passes over the client's data per round ...
-    local_steps: int | None = None   # ... or, when set, exactly this many local steps
+    local_epochs: int = 1  # passes over the client's data per round ...
+    local_steps: int | None = None  # ... or, when set, exactly this many local steps
     batch_size: int = 10
     lr: float = 0.1
-    momentum: float = 0.0            # local SGD's momentum and weight decay, as torch.optim.SGD's; the optimiser is new
-    weight_decay: float = 0.0        # at every client update, so the momentum buffer starts empty
-    dp_clip: float | None = None     # DP-SGD: clip each example's gradient to this L2 norm (None: DP-SGD off; inf: no clipping) ...
-    dp_noise: float = 0.0            # ... and add Gaussian noise of std dp_noise * dp_clip to the clipped sum (the noise multiplier)
-    dp_delta: float = 1e-5           # the delta at which a DP run reports its epsilon
-    weighting: str = 'samples'       # server mean weighted by client 'samples' or 'uniform'
-    partition_params: dict = field(default_factory=dict)  # the scheme's parameters: classes_per_client, alpha, shards_per_client, ...
-    aux_per_class: int = 0           # a server-side auxiliary set of this many samples per class (FedSSD: 64) ...
-    aux_from: str = 'train'          # ... taken out of the clients' data ('train'), drawn from it and left there ('train_overlap'), or out of the test set ('test')
-    test_size: int = 0               # evaluate on a fixed random `test_size` of the test set, the same for every seed (0: all of it)
-    augment: str = 'dataset'         # training batches' augmentation: the dataset's own ('dataset'), 'none' or 'crop_flip' ...
-    normalize: str = 'dataset'       # ... and every batch's normalisation: the dataset's mean and std ('dataset') or 'none' (floats in [0, 1])
+    # local SGD's momentum and weight decay, as torch.optim.SGD's; the optimiser is new at every client update,
+    # so the momentum buffer starts empty
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    # DP-SGD: clip each example's gradient to this L2 norm (None: DP-SGD off; inf: no clipping) ...
+    dp_clip: float | None = None
+    # ... and add Gaussian noise of std dp_noise * dp_clip to the clipped sum (the noise multiplier)
+    dp_noise: float = 0.0
+    dp_delta: float = 1e-5  # the delta at which a DP run reports its epsilon
+    weighting: str = 'samples'  # server mean weighted by client 'samples' or 'uniform'
+    # the scheme's parameters: classes_per_client, alpha, shards_per_client, ...
+    partition_params: dict = field(default_factory=dict)
+    aux_per_class: int = 0  # a server-side auxiliary set of this many samples per class (FedSSD: 64) ...
+    # ... taken out of the clients' data ('train'), drawn from it and left there ('train_overlap'),
+    # or out of the test set ('test')
+    aux_from: str = 'train'
+    test_size: int = 0  # evaluate on a fixed random `test_size` of the test set, the same for every seed (0: all of it)
+    augment: str = 'dataset'  # training batches' augmentation: the dataset's own ('dataset'), 'none' or 'crop_flip' ...
+    # ... and every batch's normalisation: the dataset's mean and std ('dataset') or 'none' (floats in [0, 1])
+    normalize: str = 'dataset'
     seed: int = 0
     eval_every: int = 1
-    eval_local: bool = False        # also evaluate each participating client's model after its local update, at every evaluated round
-    eval_batch_size: int = 256       # test images a forward pass takes: cache and memory, not results
+    # also evaluate each participating client's model after its local update, at every evaluated round
+    eval_local: bool = False
+    eval_batch_size: int = 256  # test images a forward pass takes: cache and memory, not results
     checkpoint_every: int = 1
     device: str = 'auto'
     data_root: str = 'data'
-    download: bool = False           # let torchvision fetch missing data where it can
+    download: bool = False  # let torchvision fetch missing data where it can
 
     def __post_init__(self):
-        for f in fields(self): object.__setattr__(self, f.name, _plain(getattr(self, f.name)))
-        for reg, name in ((DATASETS, 'dataset'), (PARTITIONS, 'partition'), (MODELS, 'model'), (ALGORITHMS, 'algorithm')):
+        for f in fields(self):
+            object.__setattr__(self, f.name, _plain(getattr(self, f.name)))
+        for reg, name in (
+            (DATASETS, 'dataset'),
+            (PARTITIONS, 'partition'),
+            (MODELS, 'model'),
+            (ALGORITHMS, 'algorithm'),
+        ):
             check(isinstance(getattr(self, name), str), name, getattr(self, name), f'a name: one of {list(reg)}')
-            reg[getattr(self, name)]                     # raises, listing the known names
-        for f in ('num_clients', 'clients_per_round', 'rounds', 'local_epochs', 'batch_size', 'eval_every', 'eval_batch_size', 'checkpoint_every'):
+            reg[getattr(self, name)]  # raises, listing the known names
+        for f in (
+            'num_clients',
+            'clients_per_round',
+            'rounds',
+            'local_epochs',
+            'batch_size',
+            'eval_every',
+            'eval_batch_size',
+            'checkpoint_every',
+        ):
             v = getattr(self, f)
             check(isinstance(v, int) and not isinstance(v, bool) and v >= 1, f, v, 'an integer >= 1')
         integer = lambda v: isinstance(v, int) and not isinstance(v, bool)
-        check(self.local_steps is None or (integer(self.local_steps) and self.local_steps >= 1), 'local_steps', self.local_steps, 'None or an integer >= 1')
-        check(self.clients_per_round <= self.num_clients, 'clients_per_round', self.clients_per_round, f'at most num_clients={self.num_clients}')
-        number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) <= sys.float_info.max   # NaN fails too
+        check(
+            self.local_steps is None or (integer(self.local_steps) and self.local_steps >= 1),
+            'local_steps',
+            self.local_steps,
+            'None or an integer >= 1',
+        )
+        check(
+            self.clients_per_round <= self.num_clients,
+            'clients_per_round',
+            self.clients_per_round,
+            f'at most num_clients={self.num_clients}',
+        )
+        # NaN fails too
+        number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and abs(v) <= sys.float_info.max
         check(number(self.lr) and self.lr > 0, 'lr', self.lr, 'a finite number > 0')
         check(number(self.momentum) and 0 <= self.momentum < 1, 'momentum', self.momentum, 'a finite number in [0, 1)')
-        check(number(self.weight_decay) and self.weight_decay >= 0, 'weight_decay', self.weight_decay, 'a finite number >= 0')
+        check(
+            number(self.weight_decay) and self.weight_decay >= 0,
+            'weight_decay',
+            self.weight_decay,
+            'a finite number >= 0',
+        )
         self._check_dp(number)
         check(self.weighting in ('samples', 'uniform'), 'weighting', self.weighting, "'samples' or 'uniform'")
         check(integer(self.seed) and self.seed >= 0, 'seed', self.seed, 'an integer >= 0')
-        check(isinstance(self.device, str) and bool(_DEVICE.match(self.device)), 'device', self.device, "'auto', 'cpu', 'cuda' or 'cuda:N'")
+        check(
+            isinstance(self.device, str) and bool(_DEVICE.match(self.device)),
+            'device',
+            self.device,
+            "'auto', 'cpu', 'cuda' or 'cuda:N'",
+        )
         check(isinstance(self.params, dict), 'params', self.params, 'a dict of hyperparameters')
         ALGORITHMS[self.algorithm].check_params(self.params)
         self._check_partition_params()
         options = model_options(self.model)
         check(isinstance(self.model_params, dict), 'model_params', self.model_params, 'a dict')
-        for k, v in self.model_params.items(): check(k in options, f'model_params[{k!r}]', v, f'an option of model {self.model!r}: one of {sorted(options)}')
-        check(integer(self.aux_per_class) and self.aux_per_class >= 0, 'aux_per_class', self.aux_per_class, 'an integer >= 0')
-        check(isinstance(self.test_size, int) and not isinstance(self.test_size, bool) and self.test_size >= 0, 'test_size', self.test_size, 'an integer >= 0 (0: the whole test set)')
+        for k, v in self.model_params.items():
+            check(
+                k in options, f'model_params[{k!r}]', v, f'an option of model {self.model!r}: one of {sorted(options)}'
+            )
+        check(
+            integer(self.aux_per_class) and self.aux_per_class >= 0,
+            'aux_per_class',
+            self.aux_per_class,
+            'an integer >= 0',
+        )
+        check(
+            isinstance(self.test_size, int) and not isinstance(self.test_size, bool) and self.test_size >= 0,
+            'test_size',
+            self.test_size,
+            'an integer >= 0 (0: the whole test set)',
+        )
         check(self.aux_from in AUX_FROM, 'aux_from', self.aux_from, AUX_FROM_ALLOWED)
         check(self.augment in AUGMENT, 'augment', self.augment, AUGMENT_ALLOWED)
         check(self.normalize in NORMALIZE, 'normalize', self.normalize, NORMALIZE_ALLOWED)
         check(isinstance(self.download, bool), 'download', self.download, 'True or False')
-        check(isinstance(self.eval_local, bool), 'eval_local', self.eval_local, 'True or False: evaluate the clients\' local models too')
-        check(isinstance(self.data_root, (str, os.PathLike)), 'data_root', self.data_root, 'a folder path (str or Path)')
+        check(
+            isinstance(self.eval_local, bool),
+            'eval_local',
+            self.eval_local,
+            'True or False: evaluate the clients\' local models too',
+        )
+        check(
+            isinstance(self.data_root, (str, os.PathLike)), 'data_root', self.data_root, 'a folder path (str or Path)'
+        )
         self._canonicalise()
         self._check_model()
-        if (why := ALGORITHMS[self.algorithm].switched_off(self)): warnings.warn(f'algorithm {self.algorithm!r} is switched off by {why}: the run trains as plain FedAvg', stacklevel=3)
+        if why := ALGORITHMS[self.algorithm].switched_off(self):
+            warnings.warn(
+                f'algorithm {self.algorithm!r} is switched off by {why}: the run trains as plain FedAvg', stacklevel=3
+            )
 
     def _canonicalise(self):
-        "Ints in float fields and float hyperparameters as floats, a Path `data_root` as text, the dataset's own augmentation as 'dataset': one spelling per value."
+        """Ints in float fields and float hyperparameters as floats, a Path `data_root` as text, the dataset's own
+        augmentation as 'dataset': one spelling per value."""
         for f in _FLOATS:
-            if type(v := getattr(self, f)) is int: object.__setattr__(self, f, float(v))
+            if type(v := getattr(self, f)) is int:
+                object.__setattr__(self, f, float(v))
         defaults = ALGORITHMS[self.algorithm].hparams
-        object.__setattr__(self, 'params', {k: float(v) if isinstance(defaults.get(k), float) and type(v) is int else v for k, v in self.params.items()})
+        object.__setattr__(
+            self,
+            'params',
+            {
+                k: float(v) if isinstance(defaults.get(k), float) and type(v) is int else v
+                for k, v in self.params.items()
+            },
+        )
         object.__setattr__(self, 'data_root', os.fspath(self.data_root))
-        if self.augment == (DATASETS[self.dataset].augment or 'none'): object.__setattr__(self, 'augment', 'dataset')
+        if self.augment == (DATASETS[self.dataset].augment or 'none'):
+            object.__setattr__(self, 'augment', 'dataset')
 
     def _check_model(self):
-        "Build the model with its options on the meta device (no memory, no time): an option it refuses is refused here, by name."
-        if not self.model_params: return
+        """Build the model with its options on the meta device (no memory, no time): an option it refuses is refused
+        here, by name."""
+        if not self.model_params:
+            return
         import torch
+
         d = DATASETS[self.dataset]
         try:
-            with torch.device('meta'): MODELS[self.model](d.input_shape, d.num_classes, **{k: v for k, v in self.model_params.items() if k != 'projection_dim'})
+            with torch.device('meta'):
+                MODELS[self.model](
+                    d.input_shape,
+                    d.num_classes,
+                    **{k: v for k, v in self.model_params.items() if k != 'projection_dim'},
+                )
         except (TypeError, ValueError) as e:
-            raise bad_value('model_params', self.model_params, f'options model {self.model!r} can be built with ({type(e).__name__}: {e})') from None
-        except OSError: pass                             # it needs files (pretrained weights): the run itself says which
+            raise bad_value(
+                'model_params',
+                self.model_params,
+                f'options model {self.model!r} can be built with ({type(e).__name__}: {e})',
+            ) from None
+        except OSError:
+            pass  # it needs files (pretrained weights): the run itself says which
 
     def _check_dp(self, number):
         c = self.dp_clip
-        check(c is None or (isinstance(c, (int, float)) and not isinstance(c, bool) and c > 0), 'dp_clip', c, 'None (DP-SGD off) or a number > 0 (inf: no clipping)')
-        check(number(self.dp_noise) and self.dp_noise >= 0, 'dp_noise', self.dp_noise, 'a finite number >= 0 (the noise multiplier sigma)')
-        check(self.dp_noise == 0 or (c is not None and math.isfinite(c)), 'dp_noise', self.dp_noise, '0 unless dp_clip is set and finite (the noise is dp_noise * dp_clip)')
+        check(
+            c is None or (isinstance(c, (int, float)) and not isinstance(c, bool) and c > 0),
+            'dp_clip',
+            c,
+            'None (DP-SGD off) or a number > 0 (inf: no clipping)',
+        )
+        check(
+            number(self.dp_noise) and self.dp_noise >= 0,
+            'dp_noise',
+            self.dp_noise,
+            'a finite number >= 0 (the noise multiplier sigma)',
+        )
+        check(
+            self.dp_noise == 0 or (c is not None and math.isfinite(c)),
+            'dp_noise',
+            self.dp_noise,
+            '0 unless dp_clip is set and finite (the noise is dp_noise * dp_clip)',
+        )
         check(number(self.dp_delta) and 0 < self.dp_delta < 1, 'dp_delta', self.dp_delta, 'a number in (0, 1)')
-        check(c is None or ALGORITHMS[self.algorithm].loss is ALGORITHMS['fedavg'].loss, 'dp_clip', c,   # FedAvg's loss: the engine's cross-entropy
-              f'None for {self.algorithm}: its local loss is more than the per-example cross-entropy that DP-SGD clips')
+        # FedAvg's loss: the engine's cross-entropy
+        check(
+            c is None or ALGORITHMS[self.algorithm].loss is ALGORITHMS['fedavg'].loss,
+            'dp_clip',
+            c,
+            f'None for {self.algorithm}: its local loss is more than the per-example cross-entropy that DP-SGD clips',
+        )
 
     def _check_partition_params(self):
         from fedrepro.partitions import scheme_params
+
         accepted, pp = scheme_params(self.partition), self.partition_params
         check(isinstance(pp, dict), 'partition_params', pp, 'a dict')
-        for k, v in pp.items(): check(k in accepted, f'partition_params[{k!r}]', v, f'a parameter of partition {self.partition!r}: one of {sorted(accepted)}')
+        for k, v in pp.items():
+            check(
+                k in accepted,
+                f'partition_params[{k!r}]',
+                v,
+                f'a parameter of partition {self.partition!r}: one of {sorted(accepted)}',
+            )
         n_classes, k = DATASETS[self.dataset].num_classes, pp.get('classes_per_client')
-        check(k is None or (isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= n_classes), 'classes_per_client', k, f'an integer from 1 to the {n_classes} classes of {self.dataset}')
+        check(
+            k is None or (isinstance(k, int) and not isinstance(k, bool) and 1 <= k <= n_classes),
+            'classes_per_client',
+            k,
+            f'an integer from 1 to the {n_classes} classes of {self.dataset}',
+        )
         a = pp.get('alpha')
-        check(a is None or (isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a) and a > 0), 'alpha', a, 'a finite number > 0')
+        check(
+            a is None or (isinstance(a, (int, float)) and not isinstance(a, bool) and math.isfinite(a) and a > 0),
+            'alpha',
+            a,
+            'a finite number > 0',
+        )
 
-    def to_dict(self) -> dict: return dataclasses.asdict(self)
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
     @classmethod
     def from_dict(cls, d: dict) -> ExperimentConfig:
         "A config from a dict, refusing keys that are not fields."
         known = {f.name for f in fields(cls)}
         check(isinstance(d, dict), 'config', d, f'a dict whose keys are among {sorted(known)}')
-        for k in d: check(k in known, 'config key', k, f'one of {sorted(known)}')
+        for k in d:
+            check(k in known, 'config key', k, f'one of {sorted(known)}')
         return cls(**d)
-    def replace(self, **changes) -> ExperimentConfig: return dataclasses.replace(self, **changes)
+
+    def replace(self, **changes) -> ExperimentConfig:
+        return dataclasses.replace(self, **changes)
 
     @property
     def hash(self) -> str:
         "A stable hex digest of everything that determines the run's results."
-        d = {k: _HASHED_AS.get(k, v) for k, v in self.to_dict().items() if k not in _NOT_HASHED and not (k in _HASHED_WHEN_SET and v == _HASHED_WHEN_SET[k])}
-        d['params'] = _without_defaults(self.params, ALGORITHMS[self.algorithm].hparams)   # stored with ints as floats: `_canonicalise`
+        d = {
+            k: _HASHED_AS.get(k, v)
+            for k, v in self.to_dict().items()
+            if k not in _NOT_HASHED and not (k in _HASHED_WHEN_SET and v == _HASHED_WHEN_SET[k])
+        }
+        # stored with ints as floats: `_canonicalise`
+        d['params'] = _without_defaults(self.params, ALGORITHMS[self.algorithm].hparams)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
-    def __hash__(self): return int(self.hash, 16)
+
+    def __hash__(self):
+        return int(self.hash, 16)
+
     @property
     def run_name(self) -> str:
         "The run directory's name: readable, and unique through the hash."

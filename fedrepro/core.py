@@ -4,10 +4,17 @@
 
 # %% ../nbs/00_core.ipynb #3058b808
 from __future__ import annotations
-import os, json, hashlib, importlib, importlib.metadata, pkgutil, tempfile
+import os
+import json
+import hashlib
+import importlib
+import importlib.metadata
+import pkgutil
+import tempfile
 from pathlib import Path
-from typing import Callable, Iterable
-import numpy as np, torch
+from typing import Callable
+import numpy as np
+import torch
 from torch import nn
 
 # %% auto #0
@@ -19,73 +26,117 @@ __all__ = ['DATASETS', 'PARTITIONS', 'MODELS', 'ALGORITHMS', 'PAPERS', 'bad_valu
 def bad_value(field: str, value, allowed: str) -> ValueError:
     "The `ValueError` for `field=value`, saying what is `allowed`; a value too long to read is cut in the middle."
     shown = repr(value)
-    if len(shown) > 80: shown = f'{shown[:40]}...{shown[-20:]} ({len(shown)} characters)'
+    if len(shown) > 80:
+        shown = f'{shown[:40]}...{shown[-20:]} ({len(shown)} characters)'
     return ValueError(f"{field}={shown} is not allowed: {allowed}")
+
 
 def check(ok: bool, field: str, value, allowed: str):
     "Raise `bad_value(field, value, allowed)` unless `ok`."
-    if not ok: raise bad_value(field, value, allowed)
+    if not ok:
+        raise bad_value(field, value, allowed)
 
 # %% ../nbs/00_core.ipynb #8fc1171c
 _discovered = False
 
+
 def load_modules():
     "Import, once, every module of the `fedrepro` package, so that each has registered what it defines."
     global _discovered
-    if _discovered: return
-    _discovered = True          # set first: a module that consults a registry while being imported must not restart the loop
+    if _discovered:
+        return
+    _discovered = True  # set first: a module that consults a registry while being imported must not restart the loop
     import fedrepro
+
     try:
         for m in pkgutil.iter_modules(fedrepro.__path__):
-            if not m.name.startswith('_'): importlib.import_module(f'fedrepro.{m.name}')
-        for ep in importlib.metadata.entry_points(group='fedrepro.papers'): ep.load()     # a paper of another package registers itself
+            if not m.name.startswith('_'):
+                importlib.import_module(f'fedrepro.{m.name}')
+        # a paper of another package registers itself
+        for ep in importlib.metadata.entry_points(group='fedrepro.papers'):
+            ep.load()
     except BaseException:
-        _discovered = False     # the next consult retries, and shows the error again
+        _discovered = False  # the next consult retries, and shows the error again
         raise
+
 
 class Registry:
     "Names to objects for one `kind` of thing (dataset, model, ...), with errors that list the known names."
-    def __init__(self, kind: str): self.kind, self._items = kind, {}
+
+    def __init__(self, kind: str):
+        self.kind, self._items = kind, {}
+
     def register(self, name: str, obj=None):
         "Register `obj` under `name`; used bare it is a decorator."
-        if obj is None: return lambda o: self.register(name, o)
+        if obj is None:
+            return lambda o: self.register(name, o)
         old = self._items.get(name)
-        if old is not None and getattr(old, '__name__', None) != getattr(obj, '__name__', None):   # same name: a re-run cell or reload
+        # same name: a re-run cell or reload
+        if old is not None and getattr(old, '__name__', None) != getattr(obj, '__name__', None):
             raise KeyError(f"{self.kind} {name!r} is already registered to {old!r}")
         self._items[name] = obj
         return obj
+
     def __getitem__(self, name: str):
         load_modules()
-        if name not in self._items: raise bad_value(self.kind, name, f"choose one of {sorted(self._items)}")
+        if name not in self._items:
+            raise bad_value(self.kind, name, f"choose one of {sorted(self._items)}")
         return self._items[name]
-    def __contains__(self, name): load_modules(); return name in self._items
-    def __iter__(self): load_modules(); return iter(sorted(self._items))
-    def __len__(self): load_modules(); return len(self._items)
-    def __repr__(self): return f"Registry({self.kind!r}: {', '.join(self)})"
 
-DATASETS, PARTITIONS, MODELS, ALGORITHMS, PAPERS = (Registry(k) for k in ('dataset', 'partition', 'model', 'algorithm', 'paper'))
+    def __contains__(self, name):
+        load_modules()
+        return name in self._items
+
+    def __iter__(self):
+        load_modules()
+        return iter(sorted(self._items))
+
+    def __len__(self):
+        load_modules()
+        return len(self._items)
+
+    def __repr__(self):
+        return f"Registry({self.kind!r}: {', '.join(self)})"
+
+
+DATASETS, PARTITIONS, MODELS, ALGORITHMS, PAPERS = (
+    Registry(k) for k in ('dataset', 'partition', 'model', 'algorithm', 'paper')
+)
 
 # %% ../nbs/00_core.ipynb #dc06fadb
 def get_device(device: str = 'auto') -> torch.device:
     "`'auto'` is `cuda` when available, else `cpu`; anything else is passed to `torch.device`."
-    if device == 'auto': return torch.device('cuda' if torch.cuda.is_available() else 'cpu')
-    try: dev = torch.device(device)
-    except RuntimeError: raise bad_value('device', device, "'auto', 'cpu', 'cuda' or 'cuda:N'") from None
-    if dev.type == 'cuda' and not torch.cuda.is_available(): raise bad_value('device', device, "a device this machine has; no CUDA GPU is available (use 'auto' or 'cpu')")
+    if device == 'auto':
+        return torch.device('cuda' if torch.cuda.is_available() else 'cpu')
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise bad_value('device', device, "'auto', 'cpu', 'cuda' or 'cuda:N'") from None
+    if dev.type == 'cuda' and not torch.cuda.is_available():
+        raise bad_value('device', device, "a device this machine has; no CUDA GPU is available (use 'auto' or 'cpu')")
     return dev
+
 
 def derive_seed(seed: int, *keys) -> int:
     "A 63-bit seed derived from `seed` and `keys` (ints or strings), independent across distinct keys."
-    ints = [int(k) if isinstance(k, (int, np.integer)) else int.from_bytes(hashlib.sha256(str(k).encode()).digest()[:8], 'little') for k in keys]
+    ints = [
+        int(k)
+        if isinstance(k, (int, np.integer))
+        else int.from_bytes(hashlib.sha256(str(k).encode()).digest()[:8], 'little')
+        for k in keys
+    ]
     return int(np.random.SeedSequence([seed, *ints]).generate_state(2, np.uint64)[0] >> np.uint64(1))
+
 
 def in_test() -> bool:
     "True while `nbdev_test` runs the notebooks: chapters then keep their examples small."
     return bool(os.environ.get('IN_TEST'))
 
+
 def numpy_rng(seed: int, *keys) -> np.random.Generator:
     "A numpy generator for `(seed, *keys)`."
     return np.random.default_rng(derive_seed(seed, *keys))
+
 
 def torch_rng(seed: int, *keys) -> torch.Generator:
     "A CPU torch generator for `(seed, *keys)`."
@@ -94,30 +145,37 @@ def torch_rng(seed: int, *keys) -> torch.Generator:
 # %% ../nbs/00_core.ipynb #3e8a2d6b
 import contextlib
 
+
 @contextlib.contextmanager
 def environment_set(**values):
     "Environment variables set for the duration (a value of None leaves its variable as it is), then restored."
     values = {k: v for k, v in values.items() if v is not None}
     old = {k: os.environ.get(k) for k in values}
     os.environ.update(values)
-    try: yield
+    try:
+        yield
     finally:
         for k, v in old.items():
-            if v is None: os.environ.pop(k, None)
-            else: os.environ[k] = v
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 # %% ../nbs/00_core.ipynb #1c5a33f6
 class FlatModel:
     "A `model` whose parameters (and floating buffers) are views into one vector `state`; gradients into `grad`."
+
     def __init__(self, model: nn.Module):
         self.model = model
         params = [p for p in model.parameters()]
-        bufs = [(m, n, b) for m in model.modules() for n, b in m._buffers.items() if b is not None and b.is_floating_point()]
+        bufs = [
+            (m, n, b) for m in model.modules() for n, b in m._buffers.items() if b is not None and b.is_floating_point()
+        ]
         self.num_params = sum(p.numel() for p in params)
         self.num_buffers = sum(b.numel() for *_, b in bufs)
         ref = params[0]
         self.state = torch.empty(self.num_params + self.num_buffers, dtype=ref.dtype, device=ref.device)
-        self.params, self.buffers = self.state[:self.num_params], self.state[self.num_params:]
+        self.params, self.buffers = self.state[: self.num_params], self.state[self.num_params :]
         self.grad = torch.zeros_like(self.params)
         self.slices, i = {}, 0
         names = {id(p): n for n, p in model.named_parameters()}
@@ -136,16 +194,26 @@ class FlatModel:
             i = j
 
     @property
-    def numel(self) -> int: return self.state.numel()
+    def numel(self) -> int:
+        return self.state.numel()
+
     def load_(self, x: torch.Tensor):
         "Copy the flat state `x` into the model, in place."
         self.state.copy_(x)
         return self
+
     def snapshot(self) -> torch.Tensor:
         "A copy of the current state, safe to keep while training goes on."
         return self.state.detach().clone()
-    def zero_grad(self): self.grad.zero_()
-    def __repr__(self): return f"FlatModel({type(self.model).__name__}: {self.num_params:,} parameters, {self.num_buffers:,} buffer values)"
+
+    def zero_grad(self):
+        self.grad.zero_()
+
+    def __repr__(self):
+        return (
+            f"FlatModel({type(self.model).__name__}: {self.num_params:,} parameters, "
+            f"{self.num_buffers:,} buffer values)"
+        )
 
 # %% ../nbs/00_core.ipynb #3d8674bf
 def atomic_write(path, write: Callable[[str], None]):
@@ -161,6 +229,7 @@ def atomic_write(path, write: Callable[[str], None]):
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
 
 def write_json(obj, path):
     "Write `obj` as indented JSON to `path`, atomically."

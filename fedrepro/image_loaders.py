@@ -8,7 +8,9 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-import numpy as np, pandas as pd, torch
+import numpy as np
+import pandas as pd
+import torch
 from PIL import Image
 from .core import DATASETS, check
 from .data import RawData, DatasetSpec, missing_data
@@ -20,9 +22,11 @@ __all__ = ['MNISTM_FILES', 'TINY_FILES', 'COVID_SPLITS', 'COVID_META', 'COVID_FI
 
 # %% ../nbs/02c_image_loaders.ipynb #c1160d3e
 def read_image(path, size: int, fit: str = 'resize') -> np.ndarray:
-    "The image file at `path` as a uint8 `size`×`size`×3 RGB array (bilinear; `fit`: 'resize' squashes, 'center' resizes the short side and centre-crops)."
+    """The image file at `path` as a uint8 `size`×`size`×3 RGB array (bilinear; `fit`: 'resize' squashes, 'center'
+    resizes the short side and centre-crops)."""
     with Image.open(path) as im:
-        if im.format == 'JPEG': im.draft('RGB', (size, size))          # decode large JPEGs at a reduced scale >= size
+        if im.format == 'JPEG':
+            im.draft('RGB', (size, size))  # decode large JPEGs at a reduced scale >= size
         im = im.convert('RGB')
         w, h = im.size
         if fit == 'center' and w != h:
@@ -35,16 +39,19 @@ def read_image(path, size: int, fit: str = 'resize') -> np.ndarray:
             im = im.resize((size, size), Image.BILINEAR)
         return np.asarray(im, dtype=np.uint8)
 
+
 def read_images(paths, size: int, fit: str = 'resize', workers: int | None = None) -> torch.Tensor:
     "The image files `paths` as one uint8 N×3×`size`×`size` tensor, in order."
     paths = list(paths)
     out = np.empty((len(paths), size, size, 3), np.uint8)
     workers = workers or (min(8, os.cpu_count() or 1) if len(paths) > 2000 else 1)
     if workers == 1:
-        for i, p in enumerate(paths): out[i] = read_image(p, size, fit)
+        for i, p in enumerate(paths):
+            out[i] = read_image(p, size, fit)
     else:
         with ThreadPoolExecutor(workers) as ex:
-            for i, a in enumerate(ex.map(lambda p: read_image(p, size, fit), paths)): out[i] = a
+            for i, a in enumerate(ex.map(lambda p: read_image(p, size, fit), paths)):
+                out[i] = a
     return torch.from_numpy(out).permute(0, 3, 1, 2).contiguous()
 
 # %% ../nbs/02c_image_loaders.ipynb #0f54844d
@@ -53,11 +60,15 @@ def _dataset_dir(data_root, folder: str, marker: str) -> Path:
     root = Path(data_root)
     return root if not (root / folder).exists() and (root / marker).exists() else root / folder
 
+
 def _require(dataset: str, folder: Path, expected: list, hint: str, download: bool = False):
     "Raise `missing_data` unless every path in `expected` (relative to `folder`) exists."
-    if all((folder / e).exists() for e in expected): return
-    if download: hint += ' (download=True cannot fetch it: this dataset has no automatic download)'
+    if all((folder / e).exists() for e in expected):
+        return
+    if download:
+        hint += ' (download=True cannot fetch it: this dataset has no automatic download)'
     raise missing_data(dataset, folder, [str(e) for e in expected], hint)
+
 
 def _labels(values) -> tuple[np.ndarray, list]:
     "Class indices 0..C-1 of `values` (sorted unique values, numeric when all are) and the class names."
@@ -67,68 +78,121 @@ def _labels(values) -> tuple[np.ndarray, list]:
 # %% ../nbs/02c_image_loaders.ipynb #7b8af892
 MNISTM_FILES = ['mnist_m_train', 'mnist_m_train_labels.txt', 'mnist_m_test', 'mnist_m_test_labels.txt']
 
+
 def _read_label_list(path) -> tuple[list, np.ndarray]:
     "File names and integer labels of a `filename label` list."
     df = pd.read_csv(path, sep=r'\s+', header=None, names=['file', 'label'], dtype={'file': str, 'label': np.int64})
     return df.file.tolist(), df.label.to_numpy()
 
+
 def load_mnistm(data_root: str = 'data', download: bool = False) -> RawData:
     "MNIST-M from the public `mnist_m/` folder: 28×28 RGB uint8 images, digit labels 0-9."
     d = _dataset_dir(data_root, 'mnist_m', 'mnist_m_train_labels.txt')
-    _require('mnistm', d, MNISTM_FILES, 'get mnist_m.tar.gz (Ganin & Lempitsky 2015; linked from http://yaroslav.ganin.net/) '
-             f'and unpack it so that {d}/mnist_m_train/ exists', download)
+    _require(
+        'mnistm',
+        d,
+        MNISTM_FILES,
+        'get mnist_m.tar.gz (Ganin & Lempitsky 2015; linked from http://yaroslav.ganin.net/) '
+        f'and unpack it so that {d}/mnist_m_train/ exists',
+        download,
+    )
     out = {}
     for part in ('train', 'test'):
         files, y = _read_label_list(d / f'mnist_m_{part}_labels.txt')
         out[part] = (read_images([d / f'mnist_m_{part}' / f for f in files], 28), torch.tensor(y, dtype=torch.long))
     return RawData(*out['train'], *out['test'], classes=[str(i) for i in range(10)])
 
-DATASETS.register('mnistm', DatasetSpec('mnistm', 10, (3, 28, 28), load_mnistm,
-    source='MNIST-M (Ganin & Lempitsky 2015): public mnist_m.tar.gz, 59,001 train / 9,001 test',
-    mean=(0.4639, 0.4676, 0.4199), std=(0.2534, 0.2374, 0.2560)))
+
+DATASETS.register(
+    'mnistm',
+    DatasetSpec(
+        'mnistm',
+        10,
+        (3, 28, 28),
+        load_mnistm,
+        source='MNIST-M (Ganin & Lempitsky 2015): public mnist_m.tar.gz, 59,001 train / 9,001 test',
+        mean=(0.4639, 0.4676, 0.4199),
+        std=(0.2534, 0.2374, 0.2560),
+    ),
+)
 
 # %% ../nbs/02c_image_loaders.ipynb #33e27084
 TINY_FILES = ['wnids.txt', 'train', 'val/images', 'val/val_annotations.txt']
 
+
 def load_tinyimagenet(data_root: str = 'data', download: bool = False) -> RawData:
     "TinyImageNet-200: 64×64 RGB uint8 images; train = `train/`, test = the labelled `val/` split."
     d = _dataset_dir(data_root, 'tiny-imagenet-200', 'wnids.txt')
-    _require('tinyimagenet', d, TINY_FILES, 'get tiny-imagenet-200.zip from http://cs231n.stanford.edu/tiny-imagenet-200.zip '
-             f'(or https://www.kaggle.com/c/tiny-imagenet) and unzip it so that {d}/wnids.txt exists', download)
+    _require(
+        'tinyimagenet',
+        d,
+        TINY_FILES,
+        'get tiny-imagenet-200.zip from http://cs231n.stanford.edu/tiny-imagenet-200.zip '
+        f'(or https://www.kaggle.com/c/tiny-imagenet) and unzip it so that {d}/wnids.txt exists',
+        download,
+    )
     wnids = sorted(set((d / 'wnids.txt').read_text().split()))
     index = {w: i for i, w in enumerate(wnids)}
     missing = [f'train/{w}/images' for w in wnids if not (d / 'train' / w / 'images').is_dir()]
-    if missing: raise missing_data('tinyimagenet', d, missing[:5] + (['...'] if len(missing) > 5 else []), 'the train/ folder is incomplete')
+    if missing:
+        raise missing_data(
+            'tinyimagenet', d, missing[:5] + (['...'] if len(missing) > 5 else []), 'the train/ folder is incomplete'
+        )
     files, ytr = [], []
     for w in wnids:
         fs = sorted(p for p in (d / 'train' / w / 'images').iterdir() if p.suffix.lower() in ('.jpeg', '.jpg', '.png'))
-        files += fs; ytr += [index[w]] * len(fs)
-    ann = pd.read_csv(d / 'val/val_annotations.txt', sep='\t', header=None, usecols=[0, 1], names=['file', 'wnid'], dtype=str)
+        files += fs
+        ytr += [index[w]] * len(fs)
+    ann = pd.read_csv(
+        d / 'val/val_annotations.txt', sep='\t', header=None, usecols=[0, 1], names=['file', 'wnid'], dtype=str
+    )
     unknown = sorted(set(ann.wnid) - set(index))
-    if unknown: raise ValueError(f"tinyimagenet: val_annotations.txt names wnids not in wnids.txt: {unknown[:5]}")
-    return RawData(read_images(files, 64), torch.tensor(ytr, dtype=torch.long),
-                   read_images([d / 'val/images' / f for f in ann.file], 64), torch.tensor(ann.wnid.map(index).to_numpy(), dtype=torch.long),
-                   classes=wnids)
+    if unknown:
+        raise ValueError(f"tinyimagenet: val_annotations.txt names wnids not in wnids.txt: {unknown[:5]}")
+    return RawData(
+        read_images(files, 64),
+        torch.tensor(ytr, dtype=torch.long),
+        read_images([d / 'val/images' / f for f in ann.file], 64),
+        torch.tensor(ann.wnid.map(index).to_numpy(), dtype=torch.long),
+        classes=wnids,
+    )
 
-DATASETS.register('tinyimagenet', DatasetSpec('tinyimagenet', 200, (3, 64, 64), load_tinyimagenet,
-    source='TinyImageNet-200 (cs231n.stanford.edu): 100,000 train / 10,000 val used as test',
-    mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)))
+
+DATASETS.register(
+    'tinyimagenet',
+    DatasetSpec(
+        'tinyimagenet',
+        200,
+        (3, 64, 64),
+        load_tinyimagenet,
+        source='TinyImageNet-200 (cs231n.stanford.edu): 100,000 train / 10,000 val used as test',
+        mean=(0.5, 0.5, 0.5),
+        std=(0.5, 0.5, 0.5),
+    ),
+)
 
 # %% ../nbs/02c_image_loaders.ipynb #cfe7da3e
 COVID_SPLITS = {'COVID': 'CT_COVID', 'NonCOVID': 'CT_NonCOVID'}
 COVID_META = 'COVID-CT-MetaInfo.csv'
-COVID_FILES = ([f'Images-processed/{f}' for f in COVID_SPLITS.values()] +
-               [f'Data-split/{k}/{s}{f}.txt' for k, f in COVID_SPLITS.items() for s in ('train', 'val', 'test')] + [COVID_META])
+COVID_FILES = (
+    [f'Images-processed/{f}' for f in COVID_SPLITS.values()]
+    + [f'Data-split/{k}/{s}{f}.txt' for k, f in COVID_SPLITS.items() for s in ('train', 'val', 'test')]
+    + [COVID_META]
+)
+
 
 def _read_list(path) -> list:
     return [l.strip() for l in Path(path).read_text().splitlines() if l.strip()]
+
 
 def _covid_sources(meta: pd.DataFrame, files: list) -> list:
     "The source string of each of `files` from the metadata table (exact name, else stem, case-insensitive)."
     meta = meta.rename(columns=lambda c: str(c).strip())
     col = 'Source' if 'Source' in meta.columns else 'DOI' if 'DOI' in meta.columns else None
     if 'File name' not in meta.columns or col is None:
-        raise ValueError(f"covidct: {COVID_META} needs columns 'File name' and 'Source' (or 'DOI'); it has {list(meta.columns)}")
+        raise ValueError(
+            f"covidct: {COVID_META} needs columns 'File name' and 'Source' (or 'DOI'); it has {list(meta.columns)}"
+        )
     meta = meta.dropna(subset=['File name', col])
     names = meta['File name'].astype(str).str.strip()
     exact = dict(zip(names, meta[col].astype(str).str.strip()))
@@ -136,98 +200,214 @@ def _covid_sources(meta: pd.DataFrame, files: list) -> list:
     out, unmatched = [], []
     for f in files:
         s = exact.get(f, loose.get(Path(f).stem.lower()))
-        if s is None: unmatched.append(f)
+        if s is None:
+            unmatched.append(f)
         out.append(s)
     if unmatched:
-        raise ValueError(f"covidct: {len(unmatched)} training COVID images have no row in {COVID_META}, e.g. {unmatched[:3]}")
+        raise ValueError(
+            f"covidct: {len(unmatched)} training COVID images have no row in {COVID_META}, e.g. {unmatched[:3]}"
+        )
     return out
 
-COVID_SIZES = (224, 128)       # DenseNet-121 (Table 3) and the 10-layer CNN (Table 4, Figures C.3-C.4)
+
+COVID_SIZES = (224, 128)  # DenseNet-121 (Table 3) and the 10-layer CNN (Table 4, Figures C.3-C.4)
+
 
 def _covid_split(d: Path, split: str):
-    "The image paths of He's `split` ('train', 'val' or 'test'), COVID list then NonCOVID list, and their labels (COVID = 1)."
+    "The image paths of He's `split` ('train', 'val' or 'test'), COVID list then NonCOVID list, and labels (COVID = 1)."
     files, y = [], []
     for label, (k, f) in ((1, ('COVID', 'CT_COVID')), (0, ('NonCOVID', 'CT_NonCOVID'))):
         names = _read_list(d / 'Data-split' / k / f'{split}{f}.txt')
-        files += [d / 'Images-processed' / f / n for n in names]; y += [label] * len(names)
+        files += [d / 'Images-processed' / f / n for n in names]
+        y += [label] * len(names)
     absent = [str(p.relative_to(d)) for p in files if not p.exists()]
-    if absent: raise missing_data('covidct', d, absent[:5] + (['...'] if len(absent) > 5 else []),
-                                  f'files named in the {split} split lists are not in Images-processed/')
+    if absent:
+        raise missing_data(
+            'covidct',
+            d,
+            absent[:5] + (['...'] if len(absent) > 5 else []),
+            f'files named in the {split} split lists are not in Images-processed/',
+        )
     return files, np.array(y, dtype=np.int64)
+
 
 def _covid_dir(data_root, download: bool = False) -> Path:
     d = _dataset_dir(data_root, 'COVID-CT', 'Data-split')
-    _require('covidct', d, COVID_FILES, 'clone https://github.com/UCSD-AI4H/COVID-CT, unzip Images-processed/CT_COVID.zip '
-             f'and CT_NonCOVID.zip in place, and save the sheet of COVID-CT-MetaInfo.xlsx as {COVID_META} in {d}', download)
+    _require(
+        'covidct',
+        d,
+        COVID_FILES,
+        'clone https://github.com/UCSD-AI4H/COVID-CT, unzip Images-processed/CT_COVID.zip '
+        f'and CT_NonCOVID.zip in place, and save the sheet of COVID-CT-MetaInfo.xlsx as {COVID_META} in {d}',
+        download,
+    )
     return d
 
+
 def covidct_train_files(data_root: str = 'data') -> list:
-    "The file names of COVID-CT's training images in the order of `x_train` (He's train lists: COVID, then NonCOVID): index i of the loader is name i here."
+    """The file names of COVID-CT's training images in the order of `x_train` (He's train lists: COVID, then NonCOVID):
+    index i of the loader is name i here."""
     return [p.name for p in _covid_split(_covid_dir(data_root), 'train')[0]]
 
+
 def load_covidct(data_root: str = 'data', download: bool = False, size: int = 224) -> RawData:
-    "COVID-CT (He et al. 2020): `size`×`size` RGB uint8 (short side resized, centre crop); train = He's train split with its COVID images' sources, test = He's val + test."
-    check(size in COVID_SIZES, 'size', size, f"one of {COVID_SIZES}: the side FedReg's DenseNet-121 (224) or its 10-layer CNN (128) reads")
+    """COVID-CT (He et al. 2020): `size`×`size` RGB uint8 (short side resized, centre crop); train = He's train split
+    with its COVID images' sources, test = He's val + test."""
+    check(
+        size in COVID_SIZES,
+        'size',
+        size,
+        f"one of {COVID_SIZES}: the side FedReg's DenseNet-121 (224) or its 10-layer CNN (128) reads",
+    )
     d = _covid_dir(data_root, download)
     (ftr, ytr), (fva, yva), (fte, yte) = _covid_split(d, 'train'), _covid_split(d, 'val'), _covid_split(d, 'test')
     covid = [p.name for p, y in zip(ftr, ytr) if y == 1]
     src, names = _labels(_covid_sources(pd.read_csv(d / COVID_META, dtype=str), covid))
-    source = np.full(len(ytr), -1, dtype=np.int64); source[ytr == 1] = src
-    return RawData(read_images(ftr, size, 'center'), torch.as_tensor(ytr), read_images(fva + fte, size, 'center'),
-                   torch.as_tensor(np.concatenate([yva, yte])), groups_train={'source': source},
-                   groups_test={'split': np.repeat(np.array([0, 1], dtype=np.int64), [len(yva), len(yte)])},
-                   classes=['NonCOVID', 'COVID'])
+    source = np.full(len(ytr), -1, dtype=np.int64)
+    source[ytr == 1] = src
+    return RawData(
+        read_images(ftr, size, 'center'),
+        torch.as_tensor(ytr),
+        read_images(fva + fte, size, 'center'),
+        torch.as_tensor(np.concatenate([yva, yte])),
+        groups_train={'source': source},
+        groups_test={'split': np.repeat(np.array([0, 1], dtype=np.int64), [len(yva), len(yte)])},
+        classes=['NonCOVID', 'COVID'],
+    )
 
-DATASETS.register('covidct', DatasetSpec('covidct', 2, (3, 224, 224), load_covidct,
-    source='COVID-CT (He et al. 2020, github.com/UCSD-AI4H/COVID-CT): 425 train (He train) / 321 test (He val + test)',
-    mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), augment='crop_flip'))
-DATASETS.register('covidct128', DatasetSpec('covidct128', 2, (3, 128, 128), partial(load_covidct, size=128),
-    source="COVID-CT at 128×128 for FedReg's 10-layer CNN (Table 4, Figures C.3-C.4): the files of `covidct`, read at 128",
-    mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), augment='crop_flip'))
+
+DATASETS.register(
+    'covidct',
+    DatasetSpec(
+        'covidct',
+        2,
+        (3, 224, 224),
+        load_covidct,
+        source='COVID-CT (He et al. 2020, github.com/UCSD-AI4H/COVID-CT): '
+        '425 train (He train) / 321 test (He val + test)',
+        mean=(0.485, 0.456, 0.406),
+        std=(0.229, 0.224, 0.225),
+        augment='crop_flip',
+    ),
+)
+DATASETS.register(
+    'covidct128',
+    DatasetSpec(
+        'covidct128',
+        2,
+        (3, 128, 128),
+        partial(load_covidct, size=128),
+        source="COVID-CT at 128×128 for FedReg's 10-layer CNN (Table 4, Figures C.3-C.4): "
+        "the files of `covidct`, read at 128",
+        mean=(0.485, 0.456, 0.406),
+        std=(0.229, 0.224, 0.225),
+        augment='crop_flip',
+    ),
+)
 
 # %% ../nbs/02c_image_loaders.ipynb #ab365aa8
 LANDMARK_FILES = ['train.csv', 'test.csv', 'images']
 
+
 def load_landmarks(data_root: str = 'data', download: bool = False) -> RawData:
     "Landmarks-User-160k: 64×64 RGB uint8 (short side resized, centre crop), 2,028 classes, `groups_train['user']`."
     d = _dataset_dir(data_root, 'landmarks', 'train.csv')
-    _require('landmarks', d, LANDMARK_FILES, 'get the user split CSVs of Landmarks-User-160k (TFF gldv2 federated split, '
-             'https://github.com/google-research/google-research/tree/master/federated_vision_datasets, or FedScale) and the '
-             f'images they name from https://github.com/cvdfoundation/google-landmark, as {d}/images/<image_id>.jpg', download)
+    _require(
+        'landmarks',
+        d,
+        LANDMARK_FILES,
+        'get the user split CSVs of Landmarks-User-160k (TFF gldv2 federated split, '
+        'https://github.com/google-research/google-research/tree/master/federated_vision_datasets, or FedScale) '
+        f'and the images they name from https://github.com/cvdfoundation/google-landmark, as {d}/images/<image_id>.jpg',
+        download,
+    )
     tr, te = pd.read_csv(d / 'train.csv', dtype={'image_id': str}), pd.read_csv(d / 'test.csv', dtype={'image_id': str})
-    for name, df, cols in (('train.csv', tr, ['user_id', 'image_id', 'class']), ('test.csv', te, ['image_id', 'class'])):
-        if not set(cols) <= set(df.columns): raise ValueError(f"landmarks: {name} needs columns {cols}; it has {list(df.columns)}")
+    for name, df, cols in (
+        ('train.csv', tr, ['user_id', 'image_id', 'class']),
+        ('test.csv', te, ['image_id', 'class']),
+    ):
+        if not set(cols) <= set(df.columns):
+            raise ValueError(f"landmarks: {name} needs columns {cols}; it has {list(df.columns)}")
     y, classes = _labels(np.concatenate([tr['class'].to_numpy(), te['class'].to_numpy()]))
-    users, _ = _labels(tr['user_id'].astype(str).to_numpy() if tr['user_id'].dtype == object else tr['user_id'].to_numpy())
+    users, _ = _labels(
+        tr['user_id'].astype(str).to_numpy() if tr['user_id'].dtype == object else tr['user_id'].to_numpy()
+    )
     paths = lambda df: [d / 'images' / f'{i}.jpg' for i in df.image_id]
-    absent = [f'images/{i}.jpg' for i in pd.concat([tr.image_id, te.image_id]) if not (d / 'images' / f'{i}.jpg').exists()]
-    if absent: raise missing_data('landmarks', d, absent[:5] + (['...'] if len(absent) > 5 else []),
-                                  f'{len(absent)} images named in train.csv/test.csv are missing')
-    return RawData(read_images(paths(tr), 64, 'center'), torch.as_tensor(y[:len(tr)]),
-                   read_images(paths(te), 64, 'center'), torch.as_tensor(y[len(tr):]),
-                   groups_train={'user': users}, classes=classes)
+    absent = [
+        f'images/{i}.jpg' for i in pd.concat([tr.image_id, te.image_id]) if not (d / 'images' / f'{i}.jpg').exists()
+    ]
+    if absent:
+        raise missing_data(
+            'landmarks',
+            d,
+            absent[:5] + (['...'] if len(absent) > 5 else []),
+            f'{len(absent)} images named in train.csv/test.csv are missing',
+        )
+    return RawData(
+        read_images(paths(tr), 64, 'center'),
+        torch.as_tensor(y[: len(tr)]),
+        read_images(paths(te), 64, 'center'),
+        torch.as_tensor(y[len(tr) :]),
+        groups_train={'user': users},
+        classes=classes,
+    )
 
-DATASETS.register('landmarks', DatasetSpec('landmarks', 2028, (3, 64, 64), load_landmarks,
-    source='Landmarks-User-160k (Hsu et al. 2020; GLDv2 user split via TFF/FedScale): 164,172 train, 1,262 users / 19,526 test',
-    mean=(0.4852, 0.4936, 0.4863), std=(0.2540, 0.2565, 0.2917), augment='crop_flip'))
+
+DATASETS.register(
+    'landmarks',
+    DatasetSpec(
+        'landmarks',
+        2028,
+        (3, 64, 64),
+        load_landmarks,
+        source='Landmarks-User-160k (Hsu et al. 2020; GLDv2 user split via TFF/FedScale): '
+        '164,172 train, 1,262 users / 19,526 test',
+        mean=(0.4852, 0.4936, 0.4863),
+        std=(0.2540, 0.2565, 0.2917),
+        augment='crop_flip',
+    ),
+)
 
 # %% ../nbs/02c_image_loaders.ipynb #f3f64a8c
-HWDIGITS = ('mnist', 'usps', 'mnistm', 'svhn')      # domain ids 0..3, in this order
+HWDIGITS = ('mnist', 'usps', 'mnistm', 'svhn')  # domain ids 0..3, in this order
+
 
 def hwdigits_from(raws: dict) -> RawData:
     "Stack `{domain name: RawData}` in `HWDIGITS` order as 3×32×32 uint8 images with a `domain` group."
     from fedrepro.transforms import resize, grey_to_rgb
-    def prep(x): return torch.cat([grey_to_rgb(resize(x[i:i + 4096], 32)) for i in range(0, len(x), 4096)])
+
+    def prep(x):
+        return torch.cat([grey_to_rgb(resize(x[i : i + 4096], 32)) for i in range(0, len(x), 4096)])
+
     parts = [raws[d] for d in HWDIGITS]
     dom = lambda attr: np.concatenate([np.full(len(getattr(r, attr)), i) for i, r in enumerate(parts)])
-    return RawData(torch.cat([prep(r.x_train) for r in parts]), torch.cat([r.y_train for r in parts]),
-                   torch.cat([prep(r.x_test) for r in parts]), torch.cat([r.y_test for r in parts]),
-                   {'domain': dom('y_train')}, {'domain': dom('y_test')}, [str(i) for i in range(10)])
+    return RawData(
+        torch.cat([prep(r.x_train) for r in parts]),
+        torch.cat([r.y_train for r in parts]),
+        torch.cat([prep(r.x_test) for r in parts]),
+        torch.cat([r.y_test for r in parts]),
+        {'domain': dom('y_train')},
+        {'domain': dom('y_test')},
+        [str(i) for i in range(10)],
+    )
+
 
 def load_hwdigits(data_root: str = 'data', download: bool = False) -> RawData:
     "HWDigits-4 from the real MNIST, USPS, MNIST-M and SVHN loaders under `data_root`."
-    import fedrepro.loaders  # registers mnist, usps, svhn
+    import fedrepro.loaders  # noqa: F401 (registers mnist, usps, svhn)
+
     return hwdigits_from({d: DATASETS[d].load(data_root, download) for d in HWDIGITS})
 
-DATASETS.register('hwdigits', DatasetSpec('hwdigits', 10, (3, 32, 32), load_hwdigits,
-    'HWDigits-4 (FedGC): MNIST, USPS, MNIST-M and SVHN at 32x32x3 with a domain group; 199,549 train / 47,040 test', (0.5,) * 3, (0.5,) * 3))
+
+DATASETS.register(
+    'hwdigits',
+    DatasetSpec(
+        'hwdigits',
+        10,
+        (3, 32, 32),
+        load_hwdigits,
+        'HWDigits-4 (FedGC): MNIST, USPS, MNIST-M and SVHN at 32x32x3 with a domain group; 199,549 train / 47,040 test',
+        (0.5,) * 3,
+        (0.5,) * 3,
+    ),
+)

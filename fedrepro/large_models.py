@@ -15,8 +15,10 @@ import importlib
 from .core import MODELS, check
 from .models import FeatureClassifier, MODEL_USES
 
+
 def _torchvision(module: str):
-    "`torchvision.models.<module>`, imported when a model first needs it: it takes a second, which a run that builds none of these saves."
+    """`torchvision.models.<module>`, imported when a model first needs it: it takes a second, which a run that builds
+    none of these saves."""
     return importlib.import_module(f'torchvision.models.{module}')
 
 # %% auto #0
@@ -34,44 +36,59 @@ def resnet50(input_shape=(3, 32, 32), num_classes=100):
     "ResNet-50 with MOON's CIFAR stem (3×3 conv, stride 1, no max-pool); representation = 2048-d pooled features."
     net = _torchvision('resnet').resnet50(weights=None, num_classes=num_classes)
     net.conv1 = nn.Conv2d(input_shape[0], 64, kernel_size=3, stride=1, padding=1, bias=False)
-    nn.init.kaiming_normal_(net.conv1.weight, mode='fan_out', nonlinearity='relu')   # torchvision's conv init
+    nn.init.kaiming_normal_(net.conv1.weight, mode='fan_out', nonlinearity='relu')  # torchvision's conv init
     net.maxpool = nn.Identity()
-    classifier, net.fc = net.fc, nn.Identity()          # ResNet.forward then ends at flatten(avgpool(x)): 2048-d
+    classifier, net.fc = net.fc, nn.Identity()  # ResNet.forward then ends at flatten(avgpool(x)): 2048-d
     return FeatureClassifier(net, classifier)
 
 # %% ../nbs/03a_large_models.ipynb #61907016
 VGG16_CONFIG = [64, 64, 'M', 128, 128, 'M', 256, 256, 256, 'M', 512, 512, 512, 'M', 512, 512, 512, 'M']
+
 
 @MODELS.register('vgg16')
 def vgg16(input_shape=(3, 32, 32), num_classes=100, batch_norm: bool = False):
     "NIID-Bench's CIFAR VGG-16 (config D, 512-512-K head); `batch_norm` puts BN after every convolution."
     layers, c = [], input_shape[0]
     for v in VGG16_CONFIG:
-        if v == 'M': layers.append(nn.MaxPool2d(2, 2)); continue
+        if v == 'M':
+            layers.append(nn.MaxPool2d(2, 2))
+            continue
         conv = nn.Conv2d(c, v, kernel_size=3, padding=1)
-        nn.init.normal_(conv.weight, 0, math.sqrt(2. / (3 * 3 * v)))
+        nn.init.normal_(conv.weight, 0, math.sqrt(2.0 / (3 * 3 * v)))
         nn.init.zeros_(conv.bias)
         layers += [conv, nn.BatchNorm2d(v), nn.ReLU()] if batch_norm else [conv, nn.ReLU()]
         c = v
     flat = 512 * (input_shape[1] // 32) * (input_shape[2] // 32)
-    classifier = nn.Sequential(nn.Dropout(0.5), nn.Linear(flat, 512), nn.ReLU(),
-                               nn.Dropout(0.5), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, num_classes))
+    classifier = nn.Sequential(
+        nn.Dropout(0.5),
+        nn.Linear(flat, 512),
+        nn.ReLU(),
+        nn.Dropout(0.5),
+        nn.Linear(512, 512),
+        nn.ReLU(),
+        nn.Linear(512, num_classes),
+    )
     return FeatureClassifier(nn.Sequential(*layers, nn.Flatten()), classifier)
 
 # %% ../nbs/03a_large_models.ipynb #7ac93f79
 def batchnorm_to_groupnorm(module: nn.Module, groups: int = 4) -> nn.Module:
     "Replace every `BatchNorm2d` inside `module` by a `GroupNorm(groups, C)` (weight 1, bias 0), in place."
     for name, child in module.named_children():
-        if isinstance(child, nn.BatchNorm2d): setattr(module, name, nn.GroupNorm(groups, child.num_features))
-        else: batchnorm_to_groupnorm(child, groups)
+        if isinstance(child, nn.BatchNorm2d):
+            setattr(module, name, nn.GroupNorm(groups, child.num_features))
+        else:
+            batchnorm_to_groupnorm(child, groups)
     return module
+
 
 def densenet_map_side(side: int) -> int:
     "Side of DenseNet-121's final feature map for an input of side `side`."
-    side = (side - 1) // 2 + 1            # conv0: 7×7, stride 2, padding 3
-    side = (side - 1) // 2 + 1            # pool0: 3×3 max-pool, stride 2, padding 1
-    for _ in range(3): side //= 2         # three transitions, 2×2 average pool
+    side = (side - 1) // 2 + 1  # conv0: 7×7, stride 2, padding 3
+    side = (side - 1) // 2 + 1  # pool0: 3×3 max-pool, stride 2, padding 1
+    for _ in range(3):
+        side //= 2  # three transitions, 2×2 average pool
     return side
+
 
 @MODELS.register('densenet121_gn')
 def densenet121_gn(input_shape=(3, 224, 224), num_classes=2, groups: int = 4):
@@ -92,27 +109,39 @@ def densenet121_gn(input_shape=(3, 224, 224), num_classes=2, groups: int = 4):
 def cnn10(input_shape=(3, 128, 128), num_classes=2, width: int = 128):
     "FedReg's CT `ConvNet`: nine 3×3 convolutions (GroupNorm after conv5 and conv8, max-pool 3) and one Linear."
     c, h, w = input_shape
-    check(isinstance(width, int) and not isinstance(width, bool) and width >= 1, 'width', width,
-          'an integer >= 1: the channels of conv0 (the paper: 128; conv1-conv2 have 2×, the rest 4×)')
-    check(min(h, w) >= 3, 'input_shape', input_shape, 'C×H×W with H, W >= 3 (the 3×3 max-pool needs a window; the paper: 3×128×128)')
-    chans = [c, width, 2*width, 2*width, 4*width, 4*width, 4*width]
+    check(
+        isinstance(width, int) and not isinstance(width, bool) and width >= 1,
+        'width',
+        width,
+        'an integer >= 1: the channels of conv0 (the paper: 128; conv1-conv2 have 2×, the rest 4×)',
+    )
+    check(
+        min(h, w) >= 3,
+        'input_shape',
+        input_shape,
+        'C×H×W with H, W >= 3 (the 3×3 max-pool needs a window; the paper: 3×128×128)',
+    )
+    chans = [c, width, 2 * width, 2 * width, 4 * width, 4 * width, 4 * width]
     layers = OrderedDict()
     for i in range(6):
-        layers[f'conv{i}'] = nn.Conv2d(chans[i], chans[i+1], kernel_size=3, padding=1)
-        if i == 5: layers['bn5'] = nn.GroupNorm(1, 4*width)
+        layers[f'conv{i}'] = nn.Conv2d(chans[i], chans[i + 1], kernel_size=3, padding=1)
+        if i == 5:
+            layers['bn5'] = nn.GroupNorm(1, 4 * width)
         layers[f'relu{i}'] = nn.ReLU()
     layers['pool0'] = nn.MaxPool2d(3)
     for i in (6, 8, 7):
-        layers[f'conv{i}'] = nn.Conv2d(4*width, 4*width, kernel_size=3, padding=1)
-        if i == 8: layers['bn8'] = nn.GroupNorm(1, 4*width)
+        layers[f'conv{i}'] = nn.Conv2d(4 * width, 4 * width, kernel_size=3, padding=1)
+        if i == 8:
+            layers['bn8'] = nn.GroupNorm(1, 4 * width)
         layers[f'relu{i}'] = nn.ReLU()
     layers['flatten'] = nn.Flatten()
-    return FeatureClassifier(nn.Sequential(layers), nn.Linear(4*width * (h // 3) * (w // 3), num_classes))
+    return FeatureClassifier(nn.Sequential(layers), nn.Linear(4 * width * (h // 3) * (w // 3), num_classes))
 
 # %% ../nbs/03a_large_models.ipynb #38c6d7d6
 def hub_weights_path(weights) -> Path:
     "Where torch hub keeps the file of torchvision `weights` (it may not be there)."
     return Path(torch.hub.get_dir()) / 'checkpoints' / os.path.basename(weights.url)
+
 
 def load_cached_weights(weights) -> dict:
     "The state dict of torchvision `weights` from the local torch hub cache; never downloads."
@@ -121,34 +150,51 @@ def load_cached_weights(weights) -> dict:
         raise FileNotFoundError(
             f"pretrained weights {path.name} are not in the torch hub cache. Download {weights.url} on a machine with "
             f"internet access and put it at {path} (torch.hub.get_dir() is {torch.hub.get_dir()}; set TORCH_HOME to "
-            f"use another cache), or build the model with pretrained=False.")
+            f"use another cache), or build the model with pretrained=False."
+        )
     return torch.load(path, map_location='cpu', weights_only=True)
+
 
 class ResizeTo(nn.Module):
     "Bilinear resize of image batches to `size`×`size` (a no-op when they already are)."
+
     def __init__(self, size: int):
         super().__init__()
         self.size = size
+
     def forward(self, x):
-        if tuple(x.shape[-2:]) == (self.size, self.size): return x
+        if tuple(x.shape[-2:]) == (self.size, self.size):
+            return x
         return F.interpolate(x, size=(self.size, self.size), mode='bilinear', align_corners=False)
 
+
 def vit_b32_weights():
-    "torchvision's ImageNet-1k weights of ViT-B/32 (their file name and digest), which `vit_b32` loads from the hub cache."
+    "torchvision's ImageNet-1k weights of ViT-B/32 (file name and digest), which `vit_b32` loads from the hub cache."
     return _torchvision('vision_transformer').ViT_B_32_Weights.IMAGENET1K_V1
 
+
 @MODELS.register('vit_b32')
-def vit_b32(input_shape=(3, 224, 224), num_classes=100, pretrained: bool = True, image_size: int = 224,
-            head_init: str = 'ones', dropout: float = 0.1, attention_dropout: float = 0.0):
+def vit_b32(
+    input_shape=(3, 224, 224),
+    num_classes=100,
+    pretrained: bool = True,
+    image_size: int = 224,
+    head_init: str = 'ones',
+    dropout: float = 0.1,
+    attention_dropout: float = 0.0,
+):
     "torchvision's ViT-B/32 with a new `num_classes` head (all weights 1.0 by default, as FedReg's code)."
     check(input_shape[0] == 3, 'input_shape', input_shape, 'three channels (RGB) for ViT-B/32')
     check(image_size % 32 == 0, 'image_size', image_size, 'a multiple of the patch size, 32')
     check(head_init in ('ones', 'zeros', 'default'), 'head_init', head_init, "one of 'ones', 'zeros', 'default'")
-    state = load_cached_weights(vit_b32_weights()) if pretrained else None     # first: fail before building
-    vit = _torchvision('vision_transformer').vit_b_32(weights=None, image_size=image_size, dropout=dropout, attention_dropout=attention_dropout)
-    vit.heads = nn.Identity()                          # forward then returns the 768-d class token
+    state = load_cached_weights(vit_b32_weights()) if pretrained else None  # first: fail before building
+    vit = _torchvision('vision_transformer').vit_b_32(
+        weights=None, image_size=image_size, dropout=dropout, attention_dropout=attention_dropout
+    )
+    vit.heads = nn.Identity()  # forward then returns the 768-d class token
     if state is not None:
-        if image_size != 224: state = _torchvision('vision_transformer').interpolate_embeddings(image_size, 32, state)
+        if image_size != 224:
+            state = _torchvision('vision_transformer').interpolate_embeddings(image_size, 32, state)
         vit.load_state_dict({k: v for k, v in state.items() if not k.startswith('heads.')})
     head = nn.Linear(vit.hidden_dim, num_classes)
     if head_init != 'default':
@@ -158,11 +204,14 @@ def vit_b32(input_shape=(3, 224, 224), num_classes=100, pretrained: bool = True,
     return FeatureClassifier(nn.Sequential(ResizeTo(image_size), vit), head)
 
 # %% ../nbs/03a_large_models.ipynb #5c6e7bf6
-for _use in [('resnet50', {}, (3, 32, 32), 100, 'FedSSD CIFAR-100'),
-             ('resnet50', {}, (3, 64, 64), 200, 'FedSSD TinyImageNet'),
-             ('vgg16', {}, (3, 32, 32), 100, 'FedGG CIFAR-100'),
-             ('densenet121_gn', {}, (3, 224, 224), 2, 'FedReg COVID-CT'),
-             ('densenet121_gn', {}, (3, 64, 64), 2028, 'FedReg Landmarks-User-160k'),
-             ('cnn10', {}, (3, 128, 128), 2, 'FedReg COVID-CT privacy experiment'),
-             ('vit_b32', {'pretrained': False}, (3, 224, 224), 100, 'FedReg CIFAR-100 (pre-trained transformer)')]:
-    if _use not in MODEL_USES: MODEL_USES.append(_use)
+for _use in [
+    ('resnet50', {}, (3, 32, 32), 100, 'FedSSD CIFAR-100'),
+    ('resnet50', {}, (3, 64, 64), 200, 'FedSSD TinyImageNet'),
+    ('vgg16', {}, (3, 32, 32), 100, 'FedGG CIFAR-100'),
+    ('densenet121_gn', {}, (3, 224, 224), 2, 'FedReg COVID-CT'),
+    ('densenet121_gn', {}, (3, 64, 64), 2028, 'FedReg Landmarks-User-160k'),
+    ('cnn10', {}, (3, 128, 128), 2, 'FedReg COVID-CT privacy experiment'),
+    ('vit_b32', {'pretrained': False}, (3, 224, 224), 100, 'FedReg CIFAR-100 (pre-trained transformer)'),
+]:
+    if _use not in MODEL_USES:
+        MODEL_USES.append(_use)

@@ -4,9 +4,13 @@
 
 # %% ../nbs/02b_loaders.ipynb #687fb953
 from __future__ import annotations
-import bz2, gzip, pickle, struct
+import bz2
+import gzip
+import pickle
+import struct
 from pathlib import Path
-import numpy as np, torch
+import numpy as np
+import torch
 from .core import DATASETS
 from .data import RawData, DatasetSpec, missing_data
 
@@ -17,13 +21,16 @@ __all__ = ['DIGITS', 'CIFAR10_CLASSES', 'CIFAR100_CLASSES', 'require_files', 're
 # %% ../nbs/02b_loaders.ipynb #6c938ae8
 def _find(folder: Path, name: str, gz: bool = False) -> Path | None:
     "The path of file `name` in `folder` (or of `name.gz` when `gz`), or `None`."
-    for cand in ([name, name + '.gz'] if gz else [name]):
-        if (folder / cand).is_file(): return folder / cand
+    for cand in [name, name + '.gz'] if gz else [name]:
+        if (folder / cand).is_file():
+            return folder / cand
     return None
 
-def require_files(dataset: str, folder, names: list, download: bool = False, fetch=None, gz: bool = False,
-                  url: str = '') -> list:
-    "Paths of files `names` in `folder`; missing ones are fetched with `fetch()` if `download`, else `missing_data` is raised."
+
+def require_files(
+    dataset: str, folder, names: list, download: bool = False, fetch=None, gz: bool = False, url: str = ''
+) -> list:
+    "Paths of files `names` in `folder`; missing ones fetched with `fetch()` if `download`, else `missing_data` raised."
     folder = Path(folder)
     found = [_find(folder, n, gz) for n in names]
     if None in found and download and fetch is not None:
@@ -31,52 +38,70 @@ def require_files(dataset: str, folder, names: list, download: bool = False, fet
         found = [_find(folder, n, gz) for n in names]
     if None in found:
         missing = [n for n, p in zip(names, found) if p is None]
-        hint = (f"missing: {', '.join(missing)}" + ('; gzipped `.gz` copies are also read' if gz else '')
-                + f"; pass download=True to fetch them{' from ' + url if url else ''}")
+        hint = (
+            f"missing: {', '.join(missing)}"
+            + ('; gzipped `.gz` copies are also read' if gz else '')
+            + f"; pass download=True to fetch them{' from ' + url if url else ''}"
+        )
         raise missing_data(dataset, folder, list(names), hint)
     return found
 
+
 def _tv():
     import torchvision.datasets as tvd
+
     return tvd
 
 # %% ../nbs/02b_loaders.ipynb #f9345163
 def _raw(dataset: str, x_train, y_train, x_test, y_test, classes: list, shape: tuple) -> RawData:
-    "`RawData` from numpy arrays (N×C×H×W uint8 images, integer labels), after checking them against `shape` and `classes`."
+    "`RawData` from numpy arrays (N×C×H×W uint8 images, integer labels), checked against `shape` and `classes`."
     out = []
     for split, x, y in (('train', x_train, y_train), ('test', x_test, y_test)):
         x, y = np.ascontiguousarray(x, dtype=np.uint8), np.asarray(y, dtype=np.int64).reshape(-1)
         if x.shape[1:] != tuple(shape) or len(x) != len(y):
-            raise ValueError(f"{dataset} {split}: images {x.shape} and labels {y.shape} do not match the expected "
-                             f"N×{'×'.join(map(str, shape))} images with one label each")
+            raise ValueError(
+                f"{dataset} {split}: images {x.shape} and labels {y.shape} do not match the expected "
+                f"N×{'×'.join(map(str, shape))} images with one label each"
+            )
         if len(y) and (y.min() < 0 or y.max() >= len(classes)):
-            raise ValueError(f"{dataset} {split}: labels range over {y.min()}..{y.max()}, expected 0..{len(classes) - 1}")
+            raise ValueError(
+                f"{dataset} {split}: labels range over {y.min()}..{y.max()}, expected 0..{len(classes) - 1}"
+            )
         out += [torch.from_numpy(x), torch.from_numpy(y)]
     return RawData(*out, classes=list(classes))
+
 
 DIGITS = [str(d) for d in range(10)]
 
 # %% ../nbs/02b_loaders.ipynb #baf5be2c
 _IDX_TYPES = {0x08: '>u1', 0x09: '>i1', 0x0B: '>i2', 0x0C: '>i4', 0x0D: '>f4', 0x0E: '>f8'}
 
+
 def read_idx(path) -> np.ndarray:
     "The array stored in IDX file `path` (plain or gzipped, by the `.gz` suffix)."
     path = Path(path)
-    with (gzip.open if path.suffix == '.gz' else open)(path, 'rb') as f: data = f.read()
+    with (gzip.open if path.suffix == '.gz' else open)(path, 'rb') as f:
+        data = f.read()
     if len(data) < 4 or data[:2] != b'\0\0' or data[2] not in _IDX_TYPES or data[3] == 0:
         raise ValueError(f"{path} is not an IDX file: it starts with 0x{data[:4].hex()}")
     nd, dt = data[3], np.dtype(_IDX_TYPES[data[2]])
-    shape = struct.unpack(f'>{nd}I', data[4:4 + 4 * nd])
+    shape = struct.unpack(f'>{nd}I', data[4 : 4 + 4 * nd])
     n, off = int(np.prod(shape)), 4 + 4 * nd
     if len(data) - off < n * dt.itemsize:
-        raise ValueError(f"{path} is truncated: the header gives shape {shape}, the file holds {len(data) - off} bytes of data")
+        raise ValueError(
+            f"{path} is truncated: the header gives shape {shape}, the file holds {len(data) - off} bytes of data"
+        )
     return np.frombuffer(data, dt, count=n, offset=off).reshape(shape).astype(dt.newbyteorder('='))
+
 
 def _read_idx_pair(dataset, images, labels, transpose=False):
     x, y = read_idx(images), read_idx(labels)
     if x.ndim != 3 or x.dtype != np.uint8 or y.ndim != 1:
-        raise ValueError(f"{dataset}: {images} should hold N×H×W bytes and {labels} N labels, got {x.shape} {x.dtype} and {y.shape}")
-    if transpose: x = x.transpose(0, 2, 1)
+        raise ValueError(
+            f"{dataset}: {images} should hold N×H×W bytes and {labels} N labels, got {x.shape} {x.dtype} and {y.shape}"
+        )
+    if transpose:
+        x = x.transpose(0, 2, 1)
     return x[:, None], y
 
 # %% ../nbs/02b_loaders.ipynb #3ac98465
@@ -86,22 +111,39 @@ def load_mnist(data_root='data', download: bool = False) -> RawData:
     names = [f'{s}-{k}' for s in ('train', 't10k') for k in ('images-idx3-ubyte', 'labels-idx1-ubyte')]
     fetch = lambda: [_tv().MNIST(str(root), train=t, download=True) for t in (True, False)]
     p = require_files('MNIST', root / 'MNIST' / 'raw', names, download, fetch, gz=True, url='yann.lecun.com/exdb/mnist')
-    return _raw('MNIST', *_read_idx_pair('MNIST', p[0], p[1]), *_read_idx_pair('MNIST', p[2], p[3]), DIGITS, (1, 28, 28))
+    return _raw(
+        'MNIST', *_read_idx_pair('MNIST', p[0], p[1]), *_read_idx_pair('MNIST', p[2], p[3]), DIGITS, (1, 28, 28)
+    )
+
 
 def load_emnist(data_root='data', download: bool = False) -> RawData:
     "EMNIST digits split, 240,000/40,000 28×28 grey digits, from `data_root/EMNIST/raw`, transposed upright."
     root = Path(data_root)
     names = [f'emnist-digits-{s}-{k}' for s in ('train', 'test') for k in ('images-idx3-ubyte', 'labels-idx1-ubyte')]
     fetch = lambda: [_tv().EMNIST(str(root), split='digits', train=t, download=True) for t in (True, False)]
-    p = require_files('EMNIST', root / 'EMNIST' / 'raw', names, download, fetch, gz=True,
-                      url='biometrics.nist.gov/cs_links/EMNIST/gzip.zip')
-    return _raw('EMNIST', *_read_idx_pair('EMNIST', p[0], p[1], True), *_read_idx_pair('EMNIST', p[2], p[3], True),
-                DIGITS, (1, 28, 28))
+    p = require_files(
+        'EMNIST',
+        root / 'EMNIST' / 'raw',
+        names,
+        download,
+        fetch,
+        gz=True,
+        url='biometrics.nist.gov/cs_links/EMNIST/gzip.zip',
+    )
+    return _raw(
+        'EMNIST',
+        *_read_idx_pair('EMNIST', p[0], p[1], True),
+        *_read_idx_pair('EMNIST', p[2], p[3], True),
+        DIGITS,
+        (1, 28, 28),
+    )
 
 # %% ../nbs/02b_loaders.ipynb #e6c5098c
 def _unpickle(path) -> dict:
-    with open(path, 'rb') as f: d = pickle.load(f, encoding='latin1')
+    with open(path, 'rb') as f:
+        d = pickle.load(f, encoding='latin1')
     return {(k.decode() if isinstance(k, bytes) else k): v for k, v in d.items()}
+
 
 def read_cifar_batch(path, label_key: str = 'labels'):
     "Images (N×3×32×32 uint8) and labels of one CIFAR python batch file."
@@ -109,46 +151,68 @@ def read_cifar_batch(path, label_key: str = 'labels'):
     if 'data' not in d or label_key not in d:
         raise ValueError(f"{path} is not a CIFAR batch with keys 'data' and {label_key!r}: it has {sorted(d)}")
     x = np.asarray(d['data'], dtype=np.uint8)
-    if x.ndim != 2 or x.shape[1] != 3072: raise ValueError(f"{path}: 'data' is {x.shape}, expected N×3072")
+    if x.ndim != 2 or x.shape[1] != 3072:
+        raise ValueError(f"{path}: 'data' is {x.shape}, expected N×3072")
     return x.reshape(-1, 3, 32, 32), np.asarray(d[label_key], dtype=np.int64)
 
+
 def _names(path, key, default):
-    if not Path(path).is_file(): return default
+    if not Path(path).is_file():
+        return default
     names = [n.decode() if isinstance(n, bytes) else str(n) for n in _unpickle(path).get(key, [])]
     return names if len(names) == len(default) else default
 
+
 CIFAR10_CLASSES = ['airplane', 'automobile', 'bird', 'cat', 'deer', 'dog', 'frog', 'horse', 'ship', 'truck']
-CIFAR100_CLASSES = """apple aquarium_fish baby bear beaver bed bee beetle bicycle bottle bowl boy bridge bus butterfly camel
-can castle caterpillar cattle chair chimpanzee clock cloud cockroach couch crab crocodile cup dinosaur dolphin elephant
-flatfish forest fox girl hamster house kangaroo keyboard lamp lawn_mower leopard lion lizard lobster man maple_tree
-motorcycle mountain mouse mushroom oak_tree orange orchid otter palm_tree pear pickup_truck pine_tree plain plate poppy
-porcupine possum rabbit raccoon ray road rocket rose sea seal shark shrew skunk skyscraper snail snake spider squirrel
-streetcar sunflower sweet_pepper table tank telephone television tiger tractor train trout tulip turtle wardrobe whale
-willow_tree wolf woman worm""".split()
+CIFAR100_CLASSES = """apple aquarium_fish baby bear beaver bed bee beetle bicycle bottle bowl boy bridge bus butterfly
+camel can castle caterpillar cattle chair chimpanzee clock cloud cockroach couch crab crocodile cup dinosaur dolphin
+elephant flatfish forest fox girl hamster house kangaroo keyboard lamp lawn_mower leopard lion lizard lobster man
+maple_tree motorcycle mountain mouse mushroom oak_tree orange orchid otter palm_tree pear pickup_truck pine_tree plain
+plate poppy porcupine possum rabbit raccoon ray road rocket rose sea seal shark shrew skunk skyscraper snail snake
+spider squirrel streetcar sunflower sweet_pepper table tank telephone television tiger tractor train trout tulip turtle
+wardrobe whale willow_tree wolf woman worm""".split()
+
 
 def load_cifar10(data_root='data', download: bool = False) -> RawData:
     "CIFAR-10, 50,000/10,000 32×32 colour images in 10 classes, from `data_root/cifar-10-batches-py`."
-    root = Path(data_root); folder = root / 'cifar-10-batches-py'
+    root = Path(data_root)
+    folder = root / 'cifar-10-batches-py'
     names = [f'data_batch_{i}' for i in range(1, 6)] + ['test_batch']
     fetch = lambda: _tv().CIFAR10(str(root), train=True, download=True)
     p = require_files('CIFAR-10', folder, names, download, fetch, url='www.cs.toronto.edu/~kriz/cifar.html')
     tr = [read_cifar_batch(f) for f in p[:5]]
     te = read_cifar_batch(p[5])
-    return _raw('CIFAR-10', np.concatenate([x for x, _ in tr]), np.concatenate([y for _, y in tr]), *te,
-                _names(folder / 'batches.meta', 'label_names', CIFAR10_CLASSES), (3, 32, 32))
+    return _raw(
+        'CIFAR-10',
+        np.concatenate([x for x, _ in tr]),
+        np.concatenate([y for _, y in tr]),
+        *te,
+        _names(folder / 'batches.meta', 'label_names', CIFAR10_CLASSES),
+        (3, 32, 32),
+    )
+
 
 def load_cifar100(data_root='data', download: bool = False) -> RawData:
     "CIFAR-100 (fine labels), 50,000/10,000 32×32 colour images in 100 classes, from `data_root/cifar-100-python`."
-    root = Path(data_root); folder = root / 'cifar-100-python'
+    root = Path(data_root)
+    folder = root / 'cifar-100-python'
     fetch = lambda: _tv().CIFAR100(str(root), train=True, download=True)
-    p = require_files('CIFAR-100', folder, ['train', 'test'], download, fetch, url='www.cs.toronto.edu/~kriz/cifar.html')
-    return _raw('CIFAR-100', *read_cifar_batch(p[0], 'fine_labels'), *read_cifar_batch(p[1], 'fine_labels'),
-                _names(folder / 'meta', 'fine_label_names', CIFAR100_CLASSES), (3, 32, 32))
+    p = require_files(
+        'CIFAR-100', folder, ['train', 'test'], download, fetch, url='www.cs.toronto.edu/~kriz/cifar.html'
+    )
+    return _raw(
+        'CIFAR-100',
+        *read_cifar_batch(p[0], 'fine_labels'),
+        *read_cifar_batch(p[1], 'fine_labels'),
+        _names(folder / 'meta', 'fine_label_names', CIFAR100_CLASSES),
+        (3, 32, 32),
+    )
 
 # %% ../nbs/02b_loaders.ipynb #87b01ac9
 def read_svhn_mat(path):
     "Images (N×3×32×32 uint8) and labels (10 → 0) of an SVHN `*_32x32.mat` file."
     from scipy.io import loadmat
+
     m = loadmat(str(path))
     x, y = m.get('X'), m.get('y')
     if x is None or y is None or x.ndim != 4 or x.shape[:3] != (32, 32, 3):
@@ -156,60 +220,127 @@ def read_svhn_mat(path):
     y = y.astype(np.int64).reshape(-1)
     return x.transpose(3, 2, 0, 1), np.where(y == 10, 0, y)
 
+
 def load_svhn(data_root='data', download: bool = False) -> RawData:
     "SVHN cropped digits, 73,257/26,032 32×32 colour images (no `extra`), from `data_root/{train,test}_32x32.mat`."
     root = Path(data_root)
     fetch = lambda: [_tv().SVHN(str(root), split=s, download=True) for s in ('train', 'test')]
-    p = require_files('SVHN', root, ['train_32x32.mat', 'test_32x32.mat'], download, fetch,
-                      url='ufldl.stanford.edu/housenumbers')
+    p = require_files(
+        'SVHN', root, ['train_32x32.mat', 'test_32x32.mat'], download, fetch, url='ufldl.stanford.edu/housenumbers'
+    )
     return _raw('SVHN', *read_svhn_mat(p[0]), *read_svhn_mat(p[1]), DIGITS, (3, 32, 32))
 
 # %% ../nbs/02b_loaders.ipynb #21ef96c4
 def read_usps(path):
     "Images (N×1×16×16 uint8) and labels (0..9) of a libsvm USPS file `usps.bz2` / `usps.t.bz2`."
-    with bz2.open(path, 'rt') as f: lines = [l.split(None, 1) for l in f.read().splitlines() if l.strip()]
+    with bz2.open(path, 'rt') as f:
+        lines = [l.split(None, 1) for l in f.read().splitlines() if l.strip()]
     y = np.array([int(float(l[0])) - 1 for l in lines], dtype=np.int64)
     bodies = [l[1] if len(l) > 1 else '' for l in lines]
     counts = np.array([b.count(':') for b in bodies], dtype=np.int64)
-    pairs = np.fromstring(' '.join(bodies).replace(':', ' '), sep=' ')   # index, value, index, value, ... (C parser)
-    if len(pairs) != 2 * counts.sum(): raise ValueError(f"{path} is not in libsvm `label index:value ...` format")
+    pairs = np.fromstring(' '.join(bodies).replace(':', ' '), sep=' ')  # index, value, index, value, ... (C parser)
+    if len(pairs) != 2 * counts.sum():
+        raise ValueError(f"{path} is not in libsvm `label index:value ...` format")
     idx, val = pairs[0::2].astype(np.int64), pairs[1::2]
     if len(idx) and (idx.min() < 1 or idx.max() > 256 or val.min() < -1 - 1e-6 or val.max() > 1 + 1e-6):
-        raise ValueError(f"{path}: pixel indices must lie in 1..256 and values in [-1, 1], got indices "
-                         f"{idx.min()}..{idx.max()} and values {val.min()}..{val.max()}")
+        raise ValueError(
+            f"{path}: pixel indices must lie in 1..256 and values in [-1, 1], got indices "
+            f"{idx.min()}..{idx.max()} and values {val.min()}..{val.max()}"
+        )
     v = np.zeros((len(lines), 256))
     v[np.repeat(np.arange(len(lines)), counts), idx - 1] = val
     x = np.rint((v + 1) / 2 * 255).clip(0, 255).astype(np.uint8)
     return x.reshape(-1, 1, 16, 16), y
 
+
 def load_usps(data_root='data', download: bool = False) -> RawData:
     "USPS, 7,291/2,007 16×16 grey digits, from `data_root/usps.bz2` and `usps.t.bz2`."
     root = Path(data_root)
     fetch = lambda: [_tv().USPS(str(root), train=t, download=True) for t in (True, False)]
-    p = require_files('USPS', root, ['usps.bz2', 'usps.t.bz2'], download, fetch,
-                      url='www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/multiclass.html#usps')
+    p = require_files(
+        'USPS',
+        root,
+        ['usps.bz2', 'usps.t.bz2'],
+        download,
+        fetch,
+        url='www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/multiclass.html#usps',
+    )
     return _raw('USPS', *read_usps(p[0]), *read_usps(p[1]), DIGITS, (1, 16, 16))
 
 # %% ../nbs/02b_loaders.ipynb #b8d7ee3a
-DATASETS.register('mnist', DatasetSpec(
-    'mnist', 10, (1, 28, 28), load_mnist, mean=(0.1307,), std=(0.3081,),
-    source='MNIST (LeCun, Cortes & Burges 1998), yann.lecun.com/exdb/mnist: 60,000 train / 10,000 test'))
-DATASETS.register('emnist', DatasetSpec(
-    'emnist', 10, (1, 28, 28), load_emnist, mean=(0.1733,), std=(0.3317,),
-    source='EMNIST digits split (Cohen et al. 2017, NIST SD 19), nist.gov/itl/products-and-services/emnist-dataset: '
-           '240,000 train / 40,000 test'))
-DATASETS.register('cifar10', DatasetSpec(
-    'cifar10', 10, (3, 32, 32), load_cifar10, mean=(0.4914, 0.4822, 0.4465), std=(0.2470, 0.2435, 0.2616),
-    augment='crop_flip',
-    source='CIFAR-10 (Krizhevsky 2009), cs.toronto.edu/~kriz/cifar.html: 50,000 train / 10,000 test'))
-DATASETS.register('cifar100', DatasetSpec(
-    'cifar100', 100, (3, 32, 32), load_cifar100, mean=(0.5071, 0.4865, 0.4409), std=(0.2673, 0.2564, 0.2762),
-    augment='crop_flip',
-    source='CIFAR-100, fine labels (Krizhevsky 2009), cs.toronto.edu/~kriz/cifar.html: 50,000 train / 10,000 test'))
-DATASETS.register('svhn', DatasetSpec(
-    'svhn', 10, (3, 32, 32), load_svhn, mean=(0.4377, 0.4438, 0.4728), std=(0.1980, 0.2010, 0.1970),
-    source='SVHN cropped digits (Netzer et al. 2011), ufldl.stanford.edu/housenumbers: 73,257 train / 26,032 test, '
-           'extra not used'))
-DATASETS.register('usps', DatasetSpec(
-    'usps', 10, (1, 16, 16), load_usps, mean=(0.2469,), std=(0.2989,),
-    source='USPS (Hull 1994), libsvm copy csie.ntu.edu.tw/~cjlin/libsvmtools/datasets: 7,291 train / 2,007 test'))
+DATASETS.register(
+    'mnist',
+    DatasetSpec(
+        'mnist',
+        10,
+        (1, 28, 28),
+        load_mnist,
+        mean=(0.1307,),
+        std=(0.3081,),
+        source='MNIST (LeCun, Cortes & Burges 1998), yann.lecun.com/exdb/mnist: 60,000 train / 10,000 test',
+    ),
+)
+DATASETS.register(
+    'emnist',
+    DatasetSpec(
+        'emnist',
+        10,
+        (1, 28, 28),
+        load_emnist,
+        mean=(0.1733,),
+        std=(0.3317,),
+        source='EMNIST digits split (Cohen et al. 2017, NIST SD 19), '
+        'nist.gov/itl/products-and-services/emnist-dataset: 240,000 train / 40,000 test',
+    ),
+)
+DATASETS.register(
+    'cifar10',
+    DatasetSpec(
+        'cifar10',
+        10,
+        (3, 32, 32),
+        load_cifar10,
+        mean=(0.4914, 0.4822, 0.4465),
+        std=(0.2470, 0.2435, 0.2616),
+        augment='crop_flip',
+        source='CIFAR-10 (Krizhevsky 2009), cs.toronto.edu/~kriz/cifar.html: 50,000 train / 10,000 test',
+    ),
+)
+DATASETS.register(
+    'cifar100',
+    DatasetSpec(
+        'cifar100',
+        100,
+        (3, 32, 32),
+        load_cifar100,
+        mean=(0.5071, 0.4865, 0.4409),
+        std=(0.2673, 0.2564, 0.2762),
+        augment='crop_flip',
+        source='CIFAR-100, fine labels (Krizhevsky 2009), cs.toronto.edu/~kriz/cifar.html: 50,000 train / 10,000 test',
+    ),
+)
+DATASETS.register(
+    'svhn',
+    DatasetSpec(
+        'svhn',
+        10,
+        (3, 32, 32),
+        load_svhn,
+        mean=(0.4377, 0.4438, 0.4728),
+        std=(0.1980, 0.2010, 0.1970),
+        source='SVHN cropped digits (Netzer et al. 2011), ufldl.stanford.edu/housenumbers: 73,257 train / 26,032 test, '
+        'extra not used',
+    ),
+)
+DATASETS.register(
+    'usps',
+    DatasetSpec(
+        'usps',
+        10,
+        (1, 16, 16),
+        load_usps,
+        mean=(0.2469,),
+        std=(0.2989,),
+        source='USPS (Hull 1994), libsvm copy csie.ntu.edu.tw/~cjlin/libsvmtools/datasets: 7,291 train / 2,007 test',
+    ),
+)

@@ -4,7 +4,8 @@
 
 # %% ../nbs/03_models.ipynb #bb198e3a
 from __future__ import annotations
-import math, inspect
+import math
+import inspect
 import torch
 from torch import nn
 import torch.nn.functional as F
@@ -18,10 +19,14 @@ __all__ = ['MODEL_USES', 'FeatureClassifier', 'n_params', 'MaxPool2', 'with_stoc
 # %% ../nbs/03_models.ipynb #d9da7e95
 class FeatureClassifier(nn.Module):
     "A `features` network followed by a `classifier`; `forward` returns logits."
+
     def __init__(self, features: nn.Module, classifier: nn.Module):
         super().__init__()
         self.features, self.classifier = features, classifier
-    def forward(self, x): return self.classifier(self.features(x))
+
+    def forward(self, x):
+        return self.classifier(self.features(x))
+
 
 def n_params(model: nn.Module) -> int:
     "The number of parameters of `model` (the size of the vector the algorithms work on)."
@@ -29,53 +34,86 @@ def n_params(model: nn.Module) -> int:
 
 # %% ../nbs/03_models.ipynb #b6bae0ae
 class _ChannelsLastMaxPool2(torch.autograd.Function):
-    "`max_pool2d(x, 2)` of an NCHW tensor by the channels-last kernel, differentiated by the NCHW kernel with the same indices."
+    """`max_pool2d(x, 2)` of an NCHW tensor by the channels-last kernel, differentiated by the NCHW kernel with the same
+    indices."""
+
     @staticmethod
     def forward(ctx, x):
         out, idx = F.max_pool2d_with_indices(x.contiguous(memory_format=torch.channels_last), 2)
         ctx.save_for_backward(x, idx.contiguous())
         return out.contiguous()
+
     @staticmethod
     def backward(ctx, grad):
         x, idx = ctx.saved_tensors
         return torch.ops.aten.max_pool2d_with_indices_backward(grad, x, [2, 2], [2, 2], [0, 0], [1, 1], False, idx)
 
+
 class MaxPool2(nn.MaxPool2d):
     "`nn.MaxPool2d(2)` with the same values and gradients bit for bit, several times faster on contiguous CPU tensors."
-    def __init__(self): super().__init__(2)
+
+    def __init__(self):
+        super().__init__(2)
+
     def forward(self, x):
-        if x.device.type != 'cpu' or x.dim() != 4 or not x.is_contiguous() or torch._C._are_functorch_transforms_active():
+        if (
+            x.device.type != 'cpu'
+            or x.dim() != 4
+            or not x.is_contiguous()
+            or torch._C._are_functorch_transforms_active()
+        ):
             return super().forward(x)
-        if torch.is_inference_mode_enabled(): return _pooled_values(x)
-        if torch.is_grad_enabled() and x.requires_grad: return _ChannelsLastMaxPool2.apply(x)
+        if torch.is_inference_mode_enabled():
+            return _pooled_values(x)
+        if torch.is_grad_enabled() and x.requires_grad:
+            return _ChannelsLastMaxPool2.apply(x)
         return F.max_pool2d(x.contiguous(memory_format=torch.channels_last), 2).contiguous()
 
+
 def _pooled_values(x):
-    "The values of `max_pool2d(x, 2)` (the same numbers; a tied zero's sign may differ): the larger of each row pair, then of each column pair."
-    v = x[..., :x.shape[-2] // 2 * 2, :x.shape[-1] // 2 * 2]
+    """The values of `max_pool2d(x, 2)` (the same numbers; a tied zero's sign may differ): the larger of each row pair,
+    then of each column pair."""
+    v = x[..., : x.shape[-2] // 2 * 2, : x.shape[-1] // 2 * 2]
     rows = torch.maximum(v[..., 0::2, :], v[..., 1::2, :])
     return torch.maximum(rows[..., 0::2], rows[..., 1::2])
 
+
 def with_stock_pools(model: nn.Module) -> nn.Module:
-    "`model` with every `MaxPool2` (any subclass of `nn.MaxPool2d`) replaced by the stock `nn.MaxPool2d(2)`, in place: what `MaxPool2` is checked and timed against."
+    """`model` with every `MaxPool2` (any subclass of `nn.MaxPool2d`) replaced by the stock `nn.MaxPool2d(2)`, in place:
+    what `MaxPool2` is checked and timed against."""
     for parent in model.modules():
         for name, child in parent.named_children():
-            if isinstance(child, nn.MaxPool2d) and type(child) is not nn.MaxPool2d: setattr(parent, name, nn.MaxPool2d(2))
+            if isinstance(child, nn.MaxPool2d) and type(child) is not nn.MaxPool2d:
+                setattr(parent, name, nn.MaxPool2d(2))
     return model
 
 # %% ../nbs/03_models.ipynb #ef2092ac
 @MODELS.register('cnn5')
 def cnn5(input_shape=(1, 28, 28), num_classes=10, channels=(32, 32, 64), hidden=256):
-    "FedReg's 5-layer CNN: three 5×5 convolutions (`channels`) and two fully connected layers (`hidden` wide); narrower at small scales."
-    check(len(channels) == 3 and all(int(k) > 0 for k in channels), 'channels', channels, 'three positive widths, one per convolution')
+    """FedReg's 5-layer CNN: three 5×5 convolutions (`channels`) and two fully connected layers (`hidden` wide);
+    narrower at small scales."""
+    check(
+        len(channels) == 3 and all(int(k) > 0 for k in channels),
+        'channels',
+        channels,
+        'three positive widths, one per convolution',
+    )
     check(int(hidden) > 0, 'hidden', hidden, 'a positive width')
-    (c, h, w), (a, b, d) = input_shape, map(int, channels)
-    side = ((h - 8) // 2 - 4) // 2        # two 5x5 convs, pool, 5x5 conv, pool
+    (c, h, _), (a, b, d) = input_shape, map(int, channels)
+    side = ((h - 8) // 2 - 4) // 2  # two 5x5 convs, pool, 5x5 conv, pool
     features = nn.Sequential(
-        nn.Conv2d(c, a, 5), nn.ReLU(),
-        nn.Conv2d(a, b, 5), MaxPool2(), nn.ReLU(),
-        nn.Conv2d(b, d, 5), MaxPool2(), nn.ReLU(),
-        nn.Flatten(), nn.Linear(d * side * side, int(hidden)), nn.ReLU())
+        nn.Conv2d(c, a, 5),
+        nn.ReLU(),
+        nn.Conv2d(a, b, 5),
+        MaxPool2(),
+        nn.ReLU(),
+        nn.Conv2d(b, d, 5),
+        MaxPool2(),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(d * side * side, int(hidden)),
+        nn.ReLU(),
+    )
     return FeatureClassifier(features, nn.Linear(int(hidden), num_classes))
 
 # %% ../nbs/03_models.ipynb #c8b2f7e5
@@ -84,33 +122,43 @@ def mlp(input_shape=(1, 28, 28), num_classes=10, hidden=(200,)):
     "A ReLU MLP on the flattened input; `hidden` are the hidden layers' widths."
     check(len(hidden) > 0 and all(int(h) > 0 for h in hidden), 'hidden', hidden, 'one or more positive widths')
     sizes, layers = [math.prod(input_shape), *map(int, hidden)], [nn.Flatten()]
-    for a, b in zip(sizes, sizes[1:]): layers += [nn.Linear(a, b), nn.ReLU()]
+    for a, b in zip(sizes, sizes[1:]):
+        layers += [nn.Linear(a, b), nn.ReLU()]
     return FeatureClassifier(nn.Sequential(*layers), nn.Linear(sizes[-1], num_classes))
 
 # %% ../nbs/03_models.ipynb #06ef596b
 def conv_pool_net(input_shape, num_classes, channels, hidden, padding=0, kernel=5) -> FeatureClassifier:
-    "`kernel`×`kernel` conv → ReLU → max-pool 2 for each of `channels`, then ReLU FC layers of widths `hidden`, then a linear classifier."
+    """`kernel`×`kernel` conv → ReLU → max-pool 2 for each of `channels`, then ReLU FC layers of widths `hidden`, then a
+    linear classifier."""
     c, h, w = input_shape
     layers = []
     for out in channels:
         layers += [nn.Conv2d(c, out, kernel, padding=padding), nn.ReLU(), MaxPool2()]
-        c, h, w = out, (h + 2*padding - kernel + 1) // 2, (w + 2*padding - kernel + 1) // 2
-        check(h > 0 and w > 0, 'input_shape', tuple(input_shape), f'an image large enough for {len(channels)} conv-pool stages')
+        c, h, w = out, (h + 2 * padding - kernel + 1) // 2, (w + 2 * padding - kernel + 1) // 2
+        check(
+            h > 0 and w > 0,
+            'input_shape',
+            tuple(input_shape),
+            f'an image large enough for {len(channels)} conv-pool stages',
+        )
     sizes = [c * h * w, *map(int, hidden)]
     layers.append(nn.Flatten())
-    for a, b in zip(sizes, sizes[1:]): layers += [nn.Linear(a, b), nn.ReLU()]
+    for a, b in zip(sizes, sizes[1:]):
+        layers += [nn.Linear(a, b), nn.ReLU()]
     return FeatureClassifier(nn.Sequential(*layers), nn.Linear(sizes[-1], num_classes))
 
 # %% ../nbs/03_models.ipynb #234e5d45
 @MODELS.register('fedavg_cnn')
 def fedavg_cnn(input_shape=(1, 28, 28), num_classes=10, padding=2, channels=(32, 64), hidden=(512,)):
-    "McMahan et al.'s CNN: conv 5×5 32 and 64 ('same' padding), each with max-pool 2, FC 512, classifier; `channels` and `hidden` narrow it for small scales."
+    """McMahan et al.'s CNN: conv 5×5 32 and 64 ('same' padding), each with max-pool 2, FC 512, classifier; `channels`
+    and `hidden` narrow it for small scales."""
     return conv_pool_net(input_shape, num_classes, channels=tuple(channels), hidden=tuple(hidden), padding=padding)
 
 # %% ../nbs/03_models.ipynb #a812349b
 @MODELS.register('hwdigits_cnn')
 def hwdigits_cnn(input_shape=(3, 32, 32), num_classes=10, padding=2, hidden=(512, 100), channels=(32, 64)):
-    "FedGC's HWDigits CNN: conv 5×5 32 and 64 (`channels`; narrower at small scales), each with max-pool 2, FC 512, FC 100, classifier."
+    """FedGC's HWDigits CNN: conv 5×5 32 and 64 (`channels`; narrower at small scales), each with max-pool 2, FC 512, FC
+    100, classifier."""
     return conv_pool_net(input_shape, num_classes, channels=channels, hidden=hidden, padding=padding)
 
 # %% ../nbs/03_models.ipynb #9854a61c
@@ -120,26 +168,38 @@ def lenet(input_shape=(3, 32, 32), num_classes=10):
     return conv_pool_net(input_shape, num_classes, channels=(6, 16), hidden=(120, 84), padding=0)
 
 # %% ../nbs/03_models.ipynb #e20b2fcd
-def _conv3x3(cin, cout): return nn.Conv2d(cin, cout, 3, padding=1, bias=False)
-def _scalar(value): return nn.Parameter(torch.full((1,), float(value)))
-def _he_std(conv): return math.sqrt(2 / (conv.weight.shape[0] * math.prod(conv.weight.shape[2:])))
+def _conv3x3(cin, cout):
+    return nn.Conv2d(cin, cout, 3, padding=1, bias=False)
+
+
+def _scalar(value):
+    return nn.Parameter(torch.full((1,), float(value)))
+
+
+def _he_std(conv):
+    return math.sqrt(2 / (conv.weight.shape[0] * math.prod(conv.weight.shape[2:])))
+
 
 class FixupBasicBlock(nn.Module):
     "Fixup's residual block at `channels` channels: two 3×3 convs with scalar biases and a scale, identity shortcut."
+
     def __init__(self, channels: int, num_layers: int = 2):
         super().__init__()
         self.bias1a, self.bias1b, self.bias2a, self.bias2b = (_scalar(0) for _ in range(4))
         self.scale = _scalar(1)
         self.conv1, self.conv2 = _conv3x3(channels, channels), _conv3x3(channels, channels)
-        nn.init.normal_(self.conv1.weight, 0, _he_std(self.conv1) * num_layers ** -0.5)
+        nn.init.normal_(self.conv1.weight, 0, _he_std(self.conv1) * num_layers**-0.5)
         nn.init.zeros_(self.conv2.weight)
+
     def forward(self, x):
         out = F.relu(self.conv1(x + self.bias1a) + self.bias1b)
         out = self.conv2(out + self.bias2a) * self.scale + self.bias2b
         return F.relu(out + x)
 
+
 class FixupLayer(nn.Module):
     "conv 3×3 with scalar biases and a scale, ReLU, an optional max-pool 2, then `blocks` Fixup basic blocks."
+
     def __init__(self, cin: int, cout: int, blocks: int = 0, pool: bool = True):
         super().__init__()
         self.conv = _conv3x3(cin, cout)
@@ -147,16 +207,23 @@ class FixupLayer(nn.Module):
         nn.init.normal_(self.conv.weight, 0, _he_std(self.conv))
         self.pool = MaxPool2() if pool else nn.Identity()
         self.blocks = nn.Sequential(*[FixupBasicBlock(cout) for _ in range(blocks)])
+
     def forward(self, x):
         return self.blocks(self.pool(F.relu(self.conv(x + self.bias1a) * self.scale + self.bias1b)))
 
+
 class FixupHead(nn.Module):
     "ResNet-9's classifier: a scalar bias, then a zero-initialised Linear."
+
     def __init__(self, in_features: int, num_classes: int):
         super().__init__()
         self.bias2, self.linear = _scalar(0), nn.Linear(in_features, num_classes)
-        nn.init.zeros_(self.linear.weight); nn.init.zeros_(self.linear.bias)
-    def forward(self, x): return self.linear(x + self.bias2)
+        nn.init.zeros_(self.linear.weight)
+        nn.init.zeros_(self.linear.bias)
+
+    def forward(self, x):
+        return self.linear(x + self.bias2)
+
 
 @MODELS.register('resnet9')
 def resnet9(input_shape=(3, 32, 32), num_classes=10, channels=(64, 128, 256, 512)):
@@ -165,15 +232,22 @@ def resnet9(input_shape=(3, 32, 32), num_classes=10, channels=(64, 128, 256, 512
     prep, c1, c2, c3 = channels
     features = nn.Sequential(
         FixupLayer(input_shape[0], prep, blocks=0, pool=False),
-        FixupLayer(prep, c1, blocks=1), FixupLayer(c1, c2, blocks=0), FixupLayer(c2, c3, blocks=1),
-        nn.AdaptiveMaxPool2d(1), nn.Flatten())
+        FixupLayer(prep, c1, blocks=1),
+        FixupLayer(c1, c2, blocks=0),
+        FixupLayer(c2, c3, blocks=1),
+        nn.AdaptiveMaxPool2d(1),
+        nn.Flatten(),
+    )
     return FeatureClassifier(features, FixupHead(c3, num_classes))
 
 # %% ../nbs/03_models.ipynb #582993b0
-def _linears(module: nn.Module) -> list: return [m for m in module.modules() if isinstance(m, nn.Linear)]
+def _linears(module: nn.Module) -> list:
+    return [m for m in module.modules() if isinstance(m, nn.Linear)]
+
 
 def with_projection(model: FeatureClassifier, out_dim: int = 256) -> FeatureClassifier:
-    "MOON's head on `model`: features → Linear(d,d) → ReLU → Linear(d,`out_dim`), and a new classifier Linear(`out_dim`, K)."
+    """MOON's head on `model`: features → Linear(d,d) → ReLU → Linear(d,`out_dim`), and a new classifier
+    Linear(`out_dim`, K)."""
     linears = _linears(model.classifier)
     check(len(linears) > 0, 'model', type(model).__name__, 'a model whose classifier has a Linear layer')
     check(int(out_dim) > 0, 'out_dim', out_dim, 'a positive integer')
@@ -183,13 +257,15 @@ def with_projection(model: FeatureClassifier, out_dim: int = 256) -> FeatureClas
 
 # %% ../nbs/03_models.ipynb #15231972
 def build_model(name: str, input_shape, num_classes: int, seed: int = 0, device='cpu', **options) -> nn.Module:
-    "Model `name` for `input_shape` and `num_classes`, initialised from `seed`, on `device`; `projection_dim=n` adds MOON's head."
+    """Model `name` for `input_shape` and `num_classes`, initialised from `seed`, on `device`; `projection_dim=n` adds
+    MOON's head."""
     ctor = MODELS[name]
     projection_dim = options.pop('projection_dim', None)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = ctor(tuple(input_shape), num_classes, **options)
-        if projection_dim: model = with_projection(model, projection_dim)
+        if projection_dim:
+            model = with_projection(model, projection_dim)
     return model.to(device)
 
 # %% ../nbs/03_models.ipynb #87aa5378
@@ -210,27 +286,50 @@ MODEL_USES = [  # (model, options, input shape, classes, papers and use)
     ('resnet9', {}, (3, 32, 32), 100, 'FedReg, FedGC CIFAR-100'),
 ]
 
+
 def _count_on_meta(name, input_shape, num_classes, **options) -> int:
     "Parameters of model `name`, built on the `meta` device (no memory, no initialisation cost) when it can be."
     try:
-        with torch.device('meta'): return n_params(build_model(name, input_shape, num_classes, device='meta', **options))
-    except Exception: return n_params(build_model(name, input_shape, num_classes, **options))
+        with torch.device('meta'):
+            return n_params(build_model(name, input_shape, num_classes, device='meta', **options))
+    except Exception:
+        return n_params(build_model(name, input_shape, num_classes, **options))
+
 
 def model_summary():
     "A DataFrame of the registered models: use, options, input shape, classes, parameters."
     import pandas as pd
+
     rows, seen = [], set()
     for name, opts, shape, k, use in MODEL_USES:
-        if name not in MODELS: continue
+        if name not in MODELS:
+            continue
         seen.add(name)
-        rows.append(dict(model=name, options=opts or '', papers=use, input_shape=shape, classes=k,
-                         parameters=_count_on_meta(name, shape, k, **opts)))
+        rows.append(
+            dict(
+                model=name,
+                options=opts or '',
+                papers=use,
+                input_shape=shape,
+                classes=k,
+                parameters=_count_on_meta(name, shape, k, **opts),
+            )
+        )
     for name in MODELS:
-        if name in seen: continue
+        if name in seen:
+            continue
         ps = inspect.signature(MODELS[name]).parameters
         shape, k = ps['input_shape'].default, ps['num_classes'].default
-        opts = {'pretrained': False} if 'pretrained' in ps else {}   # the size does not depend on the weights
+        opts = {'pretrained': False} if 'pretrained' in ps else {}  # the size does not depend on the weights
         papers = getattr(MODELS[name], 'papers', (inspect.getdoc(MODELS[name]) or '').split('\n')[0])
-        rows.append(dict(model=name, options='', papers=papers, input_shape=tuple(shape), classes=k,
-                         parameters=_count_on_meta(name, shape, k, **opts)))
+        rows.append(
+            dict(
+                model=name,
+                options='',
+                papers=papers,
+                input_shape=tuple(shape),
+                classes=k,
+                parameters=_count_on_meta(name, shape, k, **opts),
+            )
+        )
     return pd.DataFrame(rows)

@@ -6,7 +6,8 @@
 from __future__ import annotations
 import inspect
 from dataclasses import dataclass
-import numpy as np, pandas as pd
+import numpy as np
+import pandas as pd
 from .core import PARTITIONS, check, bad_value, numpy_rng
 
 # %% auto #0
@@ -19,46 +20,70 @@ __all__ = ['Partition', 'scheme_params', 'split', 'class_counts', 'summarize', '
 @dataclass
 class Partition:
     "Per-client index arrays into the pooled train set (the loader's train split)."
-    train: list                   # one np.ndarray of int64 indices per client
-    test: list | None = None      # per-client test indices into the same pool, for schemes that split each client's data
-    valid: list | None = None     # per-client validation indices into the same pool, likewise
+
+    train: list  # one np.ndarray of int64 indices per client
+    test: list | None = None  # per-client test indices into the same pool, for schemes that split each client's data
+    valid: list | None = None  # per-client validation indices into the same pool, likewise
+
     @property
-    def num_clients(self) -> int: return len(self.train)
+    def num_clients(self) -> int:
+        return len(self.train)
+
     def sizes(self) -> np.ndarray:
         "The number of training samples of every client."
         return np.array([len(p) for p in self.train], dtype=np.int64)
+
     def parts(self) -> dict:
         "The non-empty splits by name: `{'train': [...], 'valid': [...], 'test': [...]}`."
         return {k: v for k, v in (('train', self.train), ('valid', self.valid), ('test', self.test)) if v is not None}
+
     def __repr__(self):
         s = self.sizes()
         extra = ''.join(f", {k} {sum(map(len, v)):,}" for k, v in self.parts().items() if k != 'train')
-        return f"Partition({self.num_clients} clients, train {s.sum():,} ({s.min() if len(s) else 0}-{s.max() if len(s) else 0} per client){extra})"
+        return (
+            f"Partition({self.num_clients} clients, train {s.sum():,} "
+            f"({s.min() if len(s) else 0}-{s.max() if len(s) else 0} per client){extra})"
+        )
+
 
 def _as_partition(p) -> Partition:
     "`p` as a `Partition`: a list of index arrays is its train split."
-    if isinstance(p, Partition): return p
-    if hasattr(p, 'train'): return Partition(p.train, p.test, p.valid)   # a copy of this class: this notebook re-run in the same process
+    if isinstance(p, Partition):
+        return p
+    # a copy of this class: this notebook re-run in the same process
+    if hasattr(p, 'train'):
+        return Partition(p.train, p.test, p.valid)
     return Partition(list(p))
 
 # %% ../nbs/02e_partitions.ipynb #1d459d28
 _FIXED_ARGS = ('labels', 'num_clients', 'rng', 'groups')
 
+
 def scheme_params(scheme: str) -> dict:
     "The keyword parameters of partition `scheme` and their defaults."
     sig = inspect.signature(PARTITIONS[scheme])
-    return {k: p.default for k, p in sig.parameters.items()
-            if k not in _FIXED_ARGS and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}
+    return {
+        k: p.default
+        for k, p in sig.parameters.items()
+        if k not in _FIXED_ARGS and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+    }
+
 
 class _Repr:
     "A value that shows as `text` in error messages."
-    def __init__(self, text): self.text = text
-    def __repr__(self): return self.text
+
+    def __init__(self, text):
+        self.text = text
+
+    def __repr__(self):
+        return self.text
+
 
 def _short(v):
     "`v`, or a shortened stand-in when its repr is long, for error messages."
     r = repr(v)
     return v if len(r) <= 80 else _Repr(r[:60] + (f'... ({len(v)} items)' if hasattr(v, '__len__') else '...'))
+
 
 def _checked(part, n: int, num_clients: int, scheme: str) -> Partition:
     "`part` with sorted int64 arrays, after checking it is a disjoint split of `n` samples into `num_clients`."
@@ -66,31 +91,56 @@ def _checked(part, n: int, num_clients: int, scheme: str) -> Partition:
     fix = lambda ps: None if ps is None else [np.sort(np.asarray(p, dtype=np.int64).reshape(-1)) for p in ps]
     part = Partition(fix(part.train), fix(part.test), fix(part.valid))
     for name, ps in part.parts().items():
-        if len(ps) != num_clients: raise AssertionError(f"partition {scheme!r} returned {len(ps)} {name} parts for {num_clients} clients")
+        if len(ps) != num_clients:
+            raise AssertionError(f"partition {scheme!r} returned {len(ps)} {name} parts for {num_clients} clients")
     flat = np.concatenate([p for ps in part.parts().values() for p in ps] + [np.zeros(0, np.int64)])
-    if len(flat) and (flat.min() < 0 or flat.max() >= n): raise AssertionError(f"partition {scheme!r} returned indices outside 0..{n - 1}")
-    if len(flat) and np.bincount(flat, minlength=n).max() > 1: raise AssertionError(f"partition {scheme!r} gave a sample to two clients or two splits")
+    if len(flat) and (flat.min() < 0 or flat.max() >= n):
+        raise AssertionError(f"partition {scheme!r} returned indices outside 0..{n - 1}")
+    if len(flat) and np.bincount(flat, minlength=n).max() > 1:
+        raise AssertionError(f"partition {scheme!r} gave a sample to two clients or two splits")
     empty = np.flatnonzero(part.sizes() == 0)
-    check(len(empty) == 0, 'num_clients', num_clients,
-          f"a split in which every client gets training data; partition {scheme!r} left {len(empty)} client(s) empty, e.g. {empty[:5].tolist()}")
+    check(
+        len(empty) == 0,
+        'num_clients',
+        num_clients,
+        f"a split in which every client gets training data; partition {scheme!r} left {len(empty)} client(s) empty, "
+        f"e.g. {empty[:5].tolist()}",
+    )
     return part
+
 
 def split(labels, scheme: str, num_clients: int, seed: int, groups: dict | None = None, **params) -> Partition:
     "Split `labels` into `num_clients` clients with partition `scheme` and its `params`, seeded by `seed`; checked."
     labels = np.asarray(labels)
     n = len(labels)
-    check(labels.ndim == 1 and n > 0, 'labels', _Repr(f'<array of shape {labels.shape}>'), 'a non-empty 1-d array of class labels')
-    check(isinstance(num_clients, (int, np.integer)) and not isinstance(num_clients, bool) and 1 <= num_clients <= n,
-          'num_clients', num_clients, f'an integer from 1 to the {n} samples')
+    check(
+        labels.ndim == 1 and n > 0,
+        'labels',
+        _Repr(f'<array of shape {labels.shape}>'),
+        'a non-empty 1-d array of class labels',
+    )
+    check(
+        isinstance(num_clients, (int, np.integer)) and not isinstance(num_clients, bool) and 1 <= num_clients <= n,
+        'num_clients',
+        num_clients,
+        f'an integer from 1 to the {n} samples',
+    )
     fn, known = PARTITIONS[scheme], scheme_params(scheme)
     if not any(p.kind == p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values()):
         for k, v in params.items():
-            check(k in known, f'partition_params[{k!r}]', v, f"a parameter of partition {scheme!r}: one of {sorted(known)}")
+            check(
+                k in known,
+                f'partition_params[{k!r}]',
+                v,
+                f"a parameter of partition {scheme!r}: one of {sorted(known)}",
+            )
     groups = dict(groups or {})
     for k, g in groups.items():
         check(len(g) == n, f'groups[{k!r}]', _Repr(f'<{len(g)} values>'), f'one value per sample: {n} values')
         groups[k] = np.asarray(g)
-    return _checked(fn(labels, int(num_clients), numpy_rng(seed, 'partition'), groups=groups, **params), n, int(num_clients), scheme)
+    return _checked(
+        fn(labels, int(num_clients), numpy_rng(seed, 'partition'), groups=groups, **params), n, int(num_clients), scheme
+    )
 
 # %% ../nbs/02e_partitions.ipynb #ce33cea3
 def _counts(labels, parts):
@@ -99,23 +149,36 @@ def _counts(labels, parts):
     sizes = np.array([len(p) for p in parts], dtype=np.int64)
     flat = np.concatenate([np.asarray(p, dtype=np.int64) for p in parts] + [np.zeros(0, np.int64)])
     cid = np.repeat(np.arange(len(parts)), sizes)
-    return classes, np.bincount(cid * len(classes) + inv[flat], minlength=len(parts) * len(classes)).reshape(len(parts), len(classes))
+    return classes, np.bincount(cid * len(classes) + inv[flat], minlength=len(parts) * len(classes)).reshape(
+        len(parts), len(classes)
+    )
+
 
 def class_counts(labels, parts, num_classes: int) -> np.ndarray:
     "A clients × classes array of training-sample counts (labels are `0..num_classes-1`)."
     labels, parts = np.asarray(labels), _as_partition(parts).train
     flat = np.concatenate([np.asarray(p, dtype=np.int64) for p in parts] + [np.zeros(0, np.int64)])
     cid = np.repeat(np.arange(len(parts)), [len(p) for p in parts])
-    return np.bincount(cid * num_classes + labels[flat], minlength=len(parts) * num_classes).reshape(len(parts), num_classes)
+    return np.bincount(cid * num_classes + labels[flat], minlength=len(parts) * num_classes).reshape(
+        len(parts), num_classes
+    )
+
 
 def summarize(labels, partition_or_list, groups: dict | None = None) -> pd.DataFrame:
     "One row per client: size, num_classes, classes (+ valid, test, domain); `attrs['dropped']` counts unused samples."
     labels, part = np.asarray(labels), _as_partition(partition_or_list)
     classes, counts = _counts(labels, part.train)
-    df = pd.DataFrame({'client': range(part.num_clients), 'size': part.sizes(), 'num_classes': (counts > 0).sum(1),
-                       'classes': [classes[row > 0].tolist() for row in counts]})
+    df = pd.DataFrame(
+        {
+            'client': range(part.num_clients),
+            'size': part.sizes(),
+            'num_classes': (counts > 0).sum(1),
+            'classes': [classes[row > 0].tolist() for row in counts],
+        }
+    )
     for k in ('valid', 'test'):
-        if getattr(part, k) is not None: df[k] = [len(p) for p in getattr(part, k)]
+        if getattr(part, k) is not None:
+            df[k] = [len(p) for p in getattr(part, k)]
     if groups and 'domain' in groups:
         d = np.asarray(groups['domain'])
         doms = [np.unique(d[p]).tolist() for p in part.train]
@@ -124,32 +187,62 @@ def summarize(labels, partition_or_list, groups: dict | None = None) -> pd.DataF
     return df
 
 # %% ../nbs/02e_partitions.ipynb #c0aa81dc
-def plot_class_map(labels, parts, num_classes: int, ax=None, title: str | None = None, max_clients: int = 60,
-                   annot: bool = False, log: bool = False):
-    "Heat map of the first `max_clients` clients' class counts (x = client, y = class; a log colour scale with `log=True`)."
-    import matplotlib.pyplot as plt, seaborn as sns
+def plot_class_map(
+    labels,
+    parts,
+    num_classes: int,
+    ax=None,
+    title: str | None = None,
+    max_clients: int = 60,
+    annot: bool = False,
+    log: bool = False,
+):
+    "Heat map of the first `max_clients` clients' class counts (x: client, y: class; log colour scale if `log=True`)."
+    import matplotlib.pyplot as plt
+    import seaborn as sns
     from matplotlib.colors import LogNorm
+
     ax = ax or plt.gca()
     counts = class_counts(labels, parts, num_classes)[:max_clients]
-    sns.heatmap(counts.T, ax=ax, cmap='Blues', cbar=log, annot=annot, fmt='d', xticklabels=max(1, len(counts) // 10),
-                yticklabels=max(1, num_classes // 10), mask=(counts.T == 0) if log else None, norm=LogNorm() if log else None)
-    ax.set(xlabel='client' if len(counts) == len(_as_partition(parts).train) else f'client (first {len(counts)})', ylabel='class', title=title)
+    sns.heatmap(
+        counts.T,
+        ax=ax,
+        cmap='Blues',
+        cbar=log,
+        annot=annot,
+        fmt='d',
+        xticklabels=max(1, len(counts) // 10),
+        yticklabels=max(1, num_classes // 10),
+        mask=(counts.T == 0) if log else None,
+        norm=LogNorm() if log else None,
+    )
+    ax.set(
+        xlabel='client' if len(counts) == len(_as_partition(parts).train) else f'client (first {len(counts)})',
+        ylabel='class',
+        title=title,
+    )
     return ax
+
 
 def plot_client_sizes(parts, ax=None, title: str | None = None, bins: int = 30, log: bool = False):
     "Histogram of the clients' training sizes (log-spaced bins with `log=True`)."
     import matplotlib.pyplot as plt
+
     ax = ax or plt.gca()
     s = _as_partition(parts).sizes()
-    if log: bins = np.geomspace(max(s.min(), 1), s.max() + 1, bins)
+    if log:
+        bins = np.geomspace(max(s.min(), 1), s.max() + 1, bins)
     ax.hist(s, bins=bins, color='tab:blue', edgecolor='white')
-    if log: ax.set_xscale('log')
+    if log:
+        ax.set_xscale('log')
     ax.set(xlabel='training samples per client', ylabel='clients', title=title)
     return ax
+
 
 def plot_partition(labels, parts, num_classes: int, title: str = '', log: bool = False, **kw):
     "The class map and the size histogram of a partition, side by side (log scales with `log=True`)."
     import matplotlib.pyplot as plt
+
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 2.8), gridspec_kw=dict(width_ratios=(2, 1)))
     plot_class_map(labels, parts, num_classes, ax=a, title=title, log=log, **kw)
     plot_client_sizes(parts, ax=b, title='client sizes', log=log)
@@ -160,24 +253,39 @@ def plot_partition(labels, parts, num_classes: int, title: str = '', log: bool =
 def _apportion(total: int, weights) -> np.ndarray:
     "Integers summing to `total`, proportional to `weights` (largest remainder; ties to the lower index)."
     w = np.asarray(weights, dtype=float)
-    if total == 0 or w.sum() == 0: return np.zeros(len(w), dtype=np.int64)
+    if total == 0 or w.sum() == 0:
+        return np.zeros(len(w), dtype=np.int64)
     raw = total * w / w.sum()
     out = np.floor(raw).astype(np.int64)
-    out[np.argsort(-(raw - out), kind='stable')[:total - out.sum()]] += 1
+    out[np.argsort(-(raw - out), kind='stable')[: total - out.sum()]] += 1
     return out
+
 
 def _is_int(v, lo=None) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and (lo is None or v >= lo)
 
+
 def _check_fractions(name, f):
-    ok = (isinstance(f, (tuple, list)) and len(f) == 3 and all(isinstance(x, (int, float)) and x >= 0 for x in f)
-          and abs(sum(f) - 1) < 1e-6 and f[0] > 0)
+    ok = (
+        isinstance(f, (tuple, list))
+        and len(f) == 3
+        and all(isinstance(x, (int, float)) and x >= 0 for x in f)
+        and abs(sum(f) - 1) < 1e-6
+        and f[0] > 0
+    )
     check(ok, name, f, '(train, valid, test) fractions: three numbers >= 0 summing to 1, train > 0')
+
 
 def _keep(parts, fraction, rng):
     "Each part reduced to a random `fraction` of it (at least one sample), so the parts keep their relative sizes."
-    check(isinstance(fraction, (int, float)) and 0 < fraction <= 1, 'fraction', fraction, 'a number in (0, 1]: the share of each client\'s samples kept')
-    if fraction == 1: return parts
+    check(
+        isinstance(fraction, (int, float)) and 0 < fraction <= 1,
+        'fraction',
+        fraction,
+        'a number in (0, 1]: the share of each client\'s samples kept',
+    )
+    if fraction == 1:
+        return parts
     return [np.sort(rng.choice(q, max(1, round(fraction * len(q))), replace=False)) for q in parts]
 
 # %% ../nbs/02e_partitions.ipynb #51b129ff
@@ -185,82 +293,136 @@ def partition_iid(labels, num_clients, rng, groups=None, sizes=None):
     "Uniformly random clients of equal size (±1), or of the given `sizes` (the remaining samples are dropped)."
     n = len(labels)
     perm = rng.permutation(n)
-    if sizes is None: return np.array_split(perm, num_clients)
-    ok = (isinstance(sizes, (list, tuple, np.ndarray)) and len(sizes) == num_clients and all(_is_int(s, 1) for s in sizes)
-          and sum(sizes) <= n)
-    check(ok, 'sizes', _short(sizes), f'{num_clients} integers >= 1, one per client, summing to at most the {n} samples')
-    return np.split(perm[:sum(sizes)], np.cumsum(sizes)[:-1])
+    if sizes is None:
+        return np.array_split(perm, num_clients)
+    ok = (
+        isinstance(sizes, (list, tuple, np.ndarray))
+        and len(sizes) == num_clients
+        and all(_is_int(s, 1) for s in sizes)
+        and sum(sizes) <= n
+    )
+    check(
+        ok, 'sizes', _short(sizes), f'{num_clients} integers >= 1, one per client, summing to at most the {n} samples'
+    )
+    return np.split(perm[: sum(sizes)], np.cumsum(sizes)[:-1])
+
 
 PARTITIONS.register('iid', partition_iid)
 
 # %% ../nbs/02e_partitions.ipynb #109c9dc9
-def partition_powerlaw(labels, num_clients, rng, groups=None, classes_per_client=2, min_per_class=5, sigma=2.0,
-                       total=None, fractions=(0.75, 0.083, 0.167)):
-    "FedProx's power law: consecutive classes, `min_per_class` each, the rest by lognormal(0, `sigma`) weights; per-client train/valid/test."
+def partition_powerlaw(
+    labels,
+    num_clients,
+    rng,
+    groups=None,
+    classes_per_client=2,
+    min_per_class=5,
+    sigma=2.0,
+    total=None,
+    fractions=(0.75, 0.083, 0.167),
+):
+    """FedProx's power law: consecutive classes, `min_per_class` each, the rest by lognormal(0, `sigma`) weights;
+    per-client train/valid/test."""
     classes, inv = np.unique(labels, return_inverse=True)
-    C, k, n = len(classes), classes_per_client, len(labels)
+    C, k = len(classes), classes_per_client
     check(_is_int(k, 1) and k <= C, 'classes_per_client', k, f'an integer from 1 to the {C} classes in the data')
     check(_is_int(min_per_class, 1), 'min_per_class', min_per_class, 'an integer >= 1')
     check(isinstance(sigma, (int, float)) and 0 <= sigma < float('inf'), 'sigma', sigma, 'a finite number >= 0')
     _check_fractions('fractions', fractions)
-    owner = (np.arange(num_clients)[:, None] + np.arange(k)) % C            # class of slot (u, j)
-    slots = np.bincount(owner.reshape(-1), minlength=C)                    # slots per class
+    owner = (np.arange(num_clients)[:, None] + np.arange(k)) % C  # class of slot (u, j)
+    slots = np.bincount(owner.reshape(-1), minlength=C)  # slots per class
     counts = np.bincount(inv, minlength=C)
     base = slots * min_per_class
     worst = int(np.argmax(base - counts))
-    check(base[worst] <= counts[worst], 'min_per_class', min_per_class,
-          f'at most {counts[worst] // slots[worst]}: class {classes[worst]} has {counts[worst]} samples for {slots[worst]} client slots')
+    check(
+        base[worst] <= counts[worst],
+        'min_per_class',
+        min_per_class,
+        f'at most {counts[worst] // slots[worst]}: class {classes[worst]} has {counts[worst]} samples '
+        f'for {slots[worst]} client slots',
+    )
     room = np.where(slots > 0, counts - base, 0)
-    if total is None: total = int(base.sum() + room.sum())
-    check(_is_int(total) and base.sum() <= total <= base.sum() + room.sum(), 'total', total,
-          f'an integer from {base.sum()} ({min_per_class} per client slot) to the {base.sum() + room.sum()} samples of the held classes')
-    extra = _apportion(total - int(base.sum()), room)                      # per class
+    if total is None:
+        total = int(base.sum() + room.sum())
+    check(
+        _is_int(total) and base.sum() <= total <= base.sum() + room.sum(),
+        'total',
+        total,
+        f'an integer from {base.sum()} ({min_per_class} per client slot) '
+        f'to the {base.sum() + room.sum()} samples of the held classes',
+    )
+    extra = _apportion(total - int(base.sum()), room)  # per class
     w = rng.lognormal(0.0, sigma, size=owner.shape)
     got = [[] for _ in range(num_clients)]
     for c in range(C):
-        if slots[c] == 0: continue
+        if slots[c] == 0:
+            continue
         us, js = np.nonzero(owner == c)
         take = min_per_class + _apportion(int(extra[c]), w[us, js])
         idx = rng.permutation(np.flatnonzero(inv == c))
-        for u, chunk in zip(us, np.split(idx[:take.sum()], np.cumsum(take)[:-1])): got[u].append(chunk)
+        for u, chunk in zip(us, np.split(idx[: take.sum()], np.cumsum(take)[:-1])):
+            got[u].append(chunk)
     train, valid, test = [], [], []
     for g in got:
         g = rng.permutation(np.concatenate(g))
         m = len(g)
-        nv, nt = np.floor(m * np.asarray(fractions[1:]) + rng.random(2)).astype(int)   # unbiased (stochastic) rounding
-        nv = min(nv, m - 1); nt = min(nt, m - 1 - nv)                                 # every client keeps >= 1 to train on
-        train.append(g[:m - nv - nt]); valid.append(g[m - nv - nt:m - nt]); test.append(g[m - nt:])
+        nv, nt = np.floor(m * np.asarray(fractions[1:]) + rng.random(2)).astype(int)  # unbiased (stochastic) rounding
+        nv = min(nv, m - 1)
+        nt = min(nt, m - 1 - nv)  # every client keeps >= 1 to train on
+        train.append(g[: m - nv - nt])
+        valid.append(g[m - nv - nt : m - nt])
+        test.append(g[m - nt :])
     return Partition(train, test if fractions[2] > 0 else None, valid if fractions[1] > 0 else None)
+
 
 PARTITIONS.register('powerlaw', partition_powerlaw)
 
 # %% ../nbs/02e_partitions.ipynb #be7cd18a
 def partition_fixed(labels, num_clients, rng, groups=None, samples_per_client=5, classes_per_client=1):
-    "`samples_per_client` samples per client: of class `u mod C` (`classes_per_client=1`), of k consecutive classes, or random (`None`)."
+    """`samples_per_client` samples per client: of class `u mod C` (`classes_per_client=1`), of k consecutive classes,
+    or random (`None`)."""
     n, s, k = len(labels), samples_per_client, classes_per_client
     check(_is_int(s, 1), 'samples_per_client', s, 'an integer >= 1')
     if k is None:
-        check(num_clients * s <= n, 'samples_per_client', s, f'at most {n // num_clients}: {num_clients} clients share {n} samples')
-        return np.split(rng.permutation(n)[:num_clients * s], num_clients)
+        check(
+            num_clients * s <= n,
+            'samples_per_client',
+            s,
+            f'at most {n // num_clients}: {num_clients} clients share {n} samples',
+        )
+        return np.split(rng.permutation(n)[: num_clients * s], num_clients)
     classes, inv = np.unique(labels, return_inverse=True)
     C = len(classes)
-    check(_is_int(k, 1) and k <= min(C, s), 'classes_per_client', k,
-          f'None (random samples) or an integer from 1 to {min(C, s)} (the classes in the data, at most samples_per_client={s})')
+    check(
+        _is_int(k, 1) and k <= min(C, s),
+        'classes_per_client',
+        k,
+        f'None (random samples) or an integer from 1 to {min(C, s)} '
+        f'(the classes in the data, at most samples_per_client={s})',
+    )
     owner = (np.arange(num_clients)[:, None] + np.arange(k)) % C
-    quota = np.broadcast_to(s // k + (np.arange(k) < s % k), owner.shape)   # samples per slot, summing to s
+    quota = np.broadcast_to(s // k + (np.arange(k) < s % k), owner.shape)  # samples per slot, summing to s
     need = np.bincount(owner.reshape(-1), weights=quota.reshape(-1), minlength=C).astype(np.int64)
     have = np.bincount(inv, minlength=C)
     worst = int(np.argmax(need - have))
-    check(need[worst] <= have[worst], 'samples_per_client', s,
-          f'a number the data can supply: class {classes[worst]} has {have[worst]} samples, its clients need {need[worst]}')
+    check(
+        need[worst] <= have[worst],
+        'samples_per_client',
+        s,
+        f'a number the data can supply: class {classes[worst]} has {have[worst]} samples, '
+        f'its clients need {need[worst]}',
+    )
     got = [[] for _ in range(num_clients)]
     for c in range(C):
         us, js = np.nonzero(owner == c)
-        if len(us) == 0: continue
+        if len(us) == 0:
+            continue
         q = quota[us, js]
-        idx = rng.permutation(np.flatnonzero(inv == c))[:q.sum()]
-        for u, chunk in zip(us, np.split(idx, np.cumsum(q)[:-1])): got[u].append(chunk)
+        idx = rng.permutation(np.flatnonzero(inv == c))[: q.sum()]
+        for u, chunk in zip(us, np.split(idx, np.cumsum(q)[:-1])):
+            got[u].append(chunk)
     return [np.concatenate(g) for g in got]
+
 
 PARTITIONS.register('fixed', partition_fixed)
 
@@ -272,15 +434,19 @@ def partition_classes(labels, num_clients, rng, groups=None, classes_per_client=
     check(_is_int(k, 1) and k <= C, 'classes_per_client', k, f'an integer from 1 to the {C} classes in the data')
     held = []
     for i in range(num_clients):
-        own = [i % C] + list(rng.permutation([c for c in range(C) if c != i % C])[:k - 1])
+        own = [i % C] + list(rng.permutation([c for c in range(C) if c != i % C])[: k - 1])
         held.append(own)
     parts = [[] for _ in range(num_clients)]
     for c in range(C):
         holders = [i for i, own in enumerate(held) if c in own]
-        if not holders: continue
-        for i, chunk in zip(holders, np.array_split(rng.permutation(np.flatnonzero(labels == classes[c])), len(holders))):
+        if not holders:
+            continue
+        for i, chunk in zip(
+            holders, np.array_split(rng.permutation(np.flatnonzero(labels == classes[c])), len(holders))
+        ):
             parts[i].append(chunk)
     return [np.concatenate(p) if p else np.array([], dtype=np.int64) for p in parts]
+
 
 PARTITIONS.register('classes', partition_classes)
 
@@ -290,92 +456,160 @@ def partition_dirichlet(labels, num_clients, rng, groups=None, alpha=0.5, min_si
     n, classes = len(labels), np.unique(labels)
     check(isinstance(alpha, (int, float)) and 0 < alpha < float('inf'), 'alpha', alpha, 'a finite number > 0')
     check(_is_int(min_size, 0), 'min_size', min_size, 'an integer >= 0')
-    check(num_clients * min_size <= n, 'num_clients', num_clients, f'at most {n // max(min_size, 1)} clients of min_size={min_size} for {n} samples')
+    check(
+        num_clients * min_size <= n,
+        'num_clients',
+        num_clients,
+        f'at most {n // max(min_size, 1)} clients of min_size={min_size} for {n} samples',
+    )
     for _ in range(max_tries):
         parts = [[] for _ in range(num_clients)]
         for c in classes:
             idx = rng.permutation(np.flatnonzero(labels == c))
             p = rng.dirichlet(np.full(num_clients, alpha))
-            open_ = p * (np.array([len(q) for q in parts]) < n / num_clients)   # full clients take no more ...
-            p = open_ if open_.sum() > 0 else p                                  # ... unless all who drew mass are full
+            open_ = p * (np.array([len(q) for q in parts]) < n / num_clients)  # full clients take no more ...
+            p = open_ if open_.sum() > 0 else p  # ... unless all who drew mass are full
             cuts = (np.cumsum(p / p.sum()) * len(idx)).astype(int)[:-1]
-            for q, chunk in zip(parts, np.split(idx, cuts)): q.extend(chunk.tolist())
-        if min(len(q) for q in parts) >= min_size: return [np.array(q, dtype=np.int64) for q in parts]
-    raise bad_value('alpha', alpha, f'a value for which every one of {num_clients} clients gets >= min_size={min_size} '
-                    f'samples within {max_tries} draws; raise alpha, or lower num_clients or min_size')
+            for q, chunk in zip(parts, np.split(idx, cuts)):
+                q.extend(chunk.tolist())
+        if min(len(q) for q in parts) >= min_size:
+            return [np.array(q, dtype=np.int64) for q in parts]
+    raise bad_value(
+        'alpha',
+        alpha,
+        f'a value for which every one of {num_clients} clients gets >= min_size={min_size} '
+        f'samples within {max_tries} draws; raise alpha, or lower num_clients or min_size',
+    )
+
 
 PARTITIONS.register('dirichlet', partition_dirichlet)
 
 # %% ../nbs/02e_partitions.ipynb #366ebf11
 def partition_one_class(labels, num_clients, rng, groups=None, fraction=1.0):
-    "Client `c` holds every sample of the `c`-th class (`fraction` < 1: a random share of them); `num_clients` must equal the number of classes."
+    """Client `c` holds every sample of the `c`-th class (`fraction` < 1: a random share of them); `num_clients` must
+    equal the number of classes."""
     classes, inv = np.unique(labels, return_inverse=True)
-    check(num_clients == len(classes), 'num_clients', num_clients, f'exactly the {len(classes)} classes in the data: one client per class')
+    check(
+        num_clients == len(classes),
+        'num_clients',
+        num_clients,
+        f'exactly the {len(classes)} classes in the data: one client per class',
+    )
     order = np.argsort(inv, kind='stable')
     return _keep(np.split(order, np.cumsum(np.bincount(inv))[:-1]), fraction, rng)
+
 
 PARTITIONS.register('one_class', partition_one_class)
 
 # %% ../nbs/02e_partitions.ipynb #924ebfd2
 def partition_shards(labels, num_clients, rng, groups=None, shards_per_client=2, local_split=None):
-    "Sort by label, cut into `num_clients * shards_per_client` equal shards, give each client `shards_per_client` random ones."
+    """Sort by label, cut into `num_clients * shards_per_client` equal shards, give each client `shards_per_client`
+    random ones."""
     n = len(labels)
-    check(_is_int(shards_per_client, 1) and num_clients * shards_per_client <= n, 'shards_per_client', shards_per_client,
-          f'an integer from 1 to {n // num_clients}: {num_clients} clients share {n} samples')
+    check(
+        _is_int(shards_per_client, 1) and num_clients * shards_per_client <= n,
+        'shards_per_client',
+        shards_per_client,
+        f'an integer from 1 to {n // num_clients}: {num_clients} clients share {n} samples',
+    )
     S = num_clients * shards_per_client
     size = n // S
-    shards = np.argsort(labels, kind='stable')[:S * size].reshape(S, size)
+    shards = np.argsort(labels, kind='stable')[: S * size].reshape(S, size)
     pick = np.sort(rng.permutation(S).reshape(num_clients, shards_per_client), axis=1)
     parts = [shards[p].reshape(-1) for p in pick]
-    if local_split is None: return parts
+    if local_split is None:
+        return parts
     _check_fractions('local_split', local_split)
     cut = lambda p, f: int(f * len(p))
-    return Partition([p[:cut(p, local_split[0])] for p in parts],
-                     test=[p[cut(p, local_split[0] + local_split[1]):] for p in parts],
-                     valid=[p[cut(p, local_split[0]):cut(p, local_split[0] + local_split[1])] for p in parts])
+    return Partition(
+        [p[: cut(p, local_split[0])] for p in parts],
+        test=[p[cut(p, local_split[0] + local_split[1]) :] for p in parts],
+        valid=[p[cut(p, local_split[0]) : cut(p, local_split[0] + local_split[1])] for p in parts],
+    )
+
 
 PARTITIONS.register('shards', partition_shards)
 
 # %% ../nbs/02e_partitions.ipynb #e79f4c10
 def _domains(groups, n, scheme):
-    check('domain' in groups, 'groups', sorted(groups), f"a dict with a per-sample 'domain' array: partition {scheme!r} splits by domain")
+    check(
+        'domain' in groups,
+        'groups',
+        sorted(groups),
+        f"a dict with a per-sample 'domain' array: partition {scheme!r} splits by domain",
+    )
     return np.unique(np.asarray(groups['domain']), return_inverse=True)
 
+
 def partition_domain(labels, num_clients, rng, groups=None, fraction=1.0):
-    "One client per domain of `groups['domain']` (FedGC HWDigits-4); `fraction` < 1 keeps that share of each client's samples."
+    """One client per domain of `groups['domain']` (FedGC HWDigits-4); `fraction` < 1 keeps that share of each client's
+    samples."""
     doms, inv = _domains(groups or {}, len(labels), 'domain')
-    check(num_clients == len(doms), 'num_clients', num_clients, f'the {len(doms)} domains {doms.tolist()}: one client per domain')
+    check(
+        num_clients == len(doms),
+        'num_clients',
+        num_clients,
+        f'the {len(doms)} domains {doms.tolist()}: one client per domain',
+    )
     return _keep(np.split(np.argsort(inv, kind='stable'), np.cumsum(np.bincount(inv))[:-1]), fraction, rng)
 
+
 def partition_domain_class(labels, num_clients, rng, groups=None, fraction=1.0):
-    "One client per (domain, class) pair, domain-major (FedGC HWDigits-40); `fraction` < 1 keeps that share of each client's samples."
+    """One client per (domain, class) pair, domain-major (FedGC HWDigits-40); `fraction` < 1 keeps that share of each
+    client's samples."""
     doms, dinv = _domains(groups or {}, len(labels), 'domain_class')
     classes, cinv = np.unique(labels, return_inverse=True)
     D, C = len(doms), len(classes)
-    check(num_clients == D * C, 'num_clients', num_clients, f'{D} domains × {C} classes = {D * C}: one client per (domain, class) pair')
+    check(
+        num_clients == D * C,
+        'num_clients',
+        num_clients,
+        f'{D} domains × {C} classes = {D * C}: one client per (domain, class) pair',
+    )
     key = dinv * C + cinv
     sizes = np.bincount(key, minlength=D * C)
     empty = np.flatnonzero(sizes == 0)
-    check(len(empty) == 0, 'num_clients', num_clients,
-          f"a (domain, class) split with data in every pair; ({doms.tolist()[empty[0] // C]!r}, {classes.tolist()[empty[0] % C]!r}) has none" if len(empty) else '')
+    check(
+        len(empty) == 0,
+        'num_clients',
+        num_clients,
+        (
+            "a (domain, class) split with data in every pair; "
+            f"({doms.tolist()[empty[0] // C]!r}, {classes.tolist()[empty[0] % C]!r}) has none"
+        )
+        if len(empty)
+        else '',
+    )
     return _keep(np.split(np.argsort(key, kind='stable'), np.cumsum(sizes)[:-1]), fraction, rng)
+
 
 PARTITIONS.register('domain', partition_domain)
 PARTITIONS.register('domain_class', partition_domain_class)
 
 # %% ../nbs/02e_partitions.ipynb #7d05c0a3
 def partition_group(labels, num_clients, rng, groups=None, key='user'):
-    "One client per value >= 0 of `groups[key]`; samples marked -1 are spread over the clients in proportion to their sizes."
-    check(bool(groups), 'partition', 'group', "a scheme for data whose samples carry group ids (a loader's groups_train, e.g. landmarks' "
-          "'user'); this dataset has none to make one client per group of")
+    "One client per value >= 0 of `groups[key]`; samples marked -1 spread over clients in proportion to their sizes."
+    check(
+        bool(groups),
+        'partition',
+        'group',
+        "a scheme for data whose samples carry group ids (a loader's groups_train, e.g. landmarks' "
+        "'user'); this dataset has none to make one client per group of",
+    )
     check(key in groups, 'key', key, f'the name of a per-sample group array: one of {sorted(groups or {})}')
     g = np.asarray(groups[key])
     ids, counts = np.unique(g[g >= 0], return_counts=True)
-    check(num_clients == len(ids), 'num_clients', num_clients, f'the {len(ids)} distinct values of groups[{key!r}]: one client per group')
+    check(
+        num_clients == len(ids),
+        'num_clients',
+        num_clients,
+        f'the {len(ids)} distinct values of groups[{key!r}]: one client per group',
+    )
     order = np.flatnonzero(g >= 0)[np.argsort(g[g >= 0], kind='stable')]
     parts = np.split(order, np.cumsum(counts)[:-1])
     rest = rng.permutation(np.flatnonzero(g < 0))
     extra = np.split(rest, np.cumsum(_apportion(len(rest), counts))[:-1])
     return [np.sort(np.concatenate([p, e])) for p, e in zip(parts, extra)]
+
 
 PARTITIONS.register('group', partition_group)

@@ -4,12 +4,14 @@
 
 # %% ../nbs/08_results.ipynb #f623110f
 from __future__ import annotations
-import multiprocessing, os
+import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
 import torch
-import numpy as np, pandas as pd
+import numpy as np
+import pandas as pd
 from .core import check, get_device
 from .config import ExperimentConfig
 from .runner import run, RunResult, deterministic_requested, CUBLAS_DETERMINISTIC
@@ -25,122 +27,233 @@ def run_seeds(cfg: ExperimentConfig, seeds, out='runs', **kw) -> list[RunResult]
     "Run `cfg` once per seed in `seeds`."
     return [run(cfg.replace(seed=int(s)), out, **kw) for s in seeds]
 
+
 def curves(results: dict) -> pd.DataFrame:
     "`{method: [RunResult, ...]}` as one long table: method, seed, and every per-round metric."
-    return pd.concat([r.metrics.assign(method=m, seed=r.cfg.seed) for m, rs in results.items() for r in rs], ignore_index=True)
+    return pd.concat(
+        [r.metrics.assign(method=m, seed=r.cfg.seed) for m, rs in results.items() for r in rs], ignore_index=True
+    )
 
 # %% ../nbs/08_results.ipynb #6a1c0b01
-RUNS_PER_GPU_ENV = 'FEDREPRO_RUNS_PER_GPU'     # runs a GPU takes at once when `runs_per_gpu` is not given: how a job's runs get it
-# Measured (bench/results/gpu_throughput.csv, H200, FedReg's MNIST CNN): 4 runs a GPU give 2.1x the rounds per hour of 1 and 87 % of
-# 8's at about half its memory (4.6 against 8.2 GB); a larger model may want fewer: runs_per_gpu, --runs-per-gpu or the variable above.
+# runs a GPU takes at once when `runs_per_gpu` is not given: how a job's runs get it
+RUNS_PER_GPU_ENV = 'FEDREPRO_RUNS_PER_GPU'
+# Measured (bench/results/gpu_throughput.csv, H200, FedReg's MNIST CNN): 4 runs a GPU give 2.1x the rounds per hour
+# of 1 and 87 % of 8's at about half its memory (4.6 against 8.2 GB); a larger model may want fewer: runs_per_gpu,
+# --runs-per-gpu or the variable above.
 RUNS_PER_GPU_DEFAULT = 4
-WORKERS_ENV = 'FEDREPRO_WORKERS'               # local processes when `workers` is not given (unset: one per core)
+WORKERS_ENV = 'FEDREPRO_WORKERS'  # local processes when `workers` is not given (unset: one per core)
+
 
 def _worker_init(gpus=None):
-    "Set up a worker process: one thread, every module loaded, and, given `gpus` (a queue of GPU indices), bound to the next GPU in it."
+    """Set up a worker process: one thread, every module loaded, and, given `gpus` (a queue of GPU indices), bound to
+    the next GPU in it."""
     from fedrepro.core import load_modules
+
     torch.set_num_threads(1)
-    if gpus is not None: torch.cuda.set_device(gpus.get())
+    if gpus is not None:
+        torch.cuda.set_device(gpus.get())
     load_modules()
 
-def _star(fn, args): return fn(*args)
+
+def _star(fn, args):
+    return fn(*args)
+
 
 BACKENDS = ('local', 'ray')
+
 
 def check_backend(backend: str):
     "Refuse, in one line, a `backend` that is not one of `BACKENDS`, or 'ray' where Ray is not installed."
     import importlib.util
-    check(backend in BACKENDS, 'backend', backend, f"one of {list(BACKENDS)}: 'local' (processes on this machine) or 'ray' (tasks on a Ray cluster)")
-    check(backend != 'ray' or importlib.util.find_spec('ray') is not None, 'backend', backend,
-          """Ray is not installed: pip install -e ".[ray]" (or "fedrepro[ray]"), or use backend='local'""")
+
+    check(
+        backend in BACKENDS,
+        'backend',
+        backend,
+        f"one of {list(BACKENDS)}: 'local' (processes on this machine) or 'ray' (tasks on a Ray cluster)",
+    )
+    check(
+        backend != 'ray' or importlib.util.find_spec('ray') is not None,
+        'backend',
+        backend,
+        """Ray is not installed: pip install -e ".[ray]" (or "fedrepro[ray]"), or use backend='local'""",
+    )
+
 
 def runs_per_gpu_requested(runs_per_gpu: int | None = None) -> int:
-    "`runs_per_gpu` as given, or, when None, the environment variable `FEDREPRO_RUNS_PER_GPU` (unset: `RUNS_PER_GPU_DEFAULT`, 4); refused in one line unless an integer >= 1."
+    """`runs_per_gpu` as given, or, when None, the environment variable `FEDREPRO_RUNS_PER_GPU` (unset:
+    `RUNS_PER_GPU_DEFAULT`, 4); refused in one line unless an integer >= 1."""
     field = 'runs_per_gpu'
     if runs_per_gpu is None:
         field, text = RUNS_PER_GPU_ENV, os.environ.get(RUNS_PER_GPU_ENV, str(RUNS_PER_GPU_DEFAULT))
         runs_per_gpu = int(text) if text.strip().isdecimal() else text
-    check(isinstance(runs_per_gpu, int) and not isinstance(runs_per_gpu, bool) and runs_per_gpu >= 1, field, runs_per_gpu,
-          'an integer >= 1: the runs that share one GPU at a time, each in a process of its own')
+    check(
+        isinstance(runs_per_gpu, int) and not isinstance(runs_per_gpu, bool) and runs_per_gpu >= 1,
+        field,
+        runs_per_gpu,
+        'an integer >= 1: the runs that share one GPU at a time, each in a process of its own',
+    )
     return runs_per_gpu
 
+
 def workers_requested(workers: int | None = None) -> int | None:
-    "`workers` as given, or, when None, the environment variable `FEDREPRO_WORKERS` (unset: None, one per core); `local_pool` checks it."
-    if workers is not None or (text := os.environ.get(WORKERS_ENV)) is None: return workers
-    check(text.strip().isdecimal() and int(text) >= 1, WORKERS_ENV, text, 'an integer >= 1: the local processes a job runs its runs on')
+    """`workers` as given, or, when None, the environment variable `FEDREPRO_WORKERS` (unset: None, one per core);
+    `local_pool` checks it."""
+    if workers is not None or (text := os.environ.get(WORKERS_ENV)) is None:
+        return workers
+    check(
+        text.strip().isdecimal() and int(text) >= 1,
+        WORKERS_ENV,
+        text,
+        'an integer >= 1: the local processes a job runs its runs on',
+    )
     return int(text)
 
+
 def worker_gpus(workers: int, gpus: int) -> list[int]:
-    "The GPU each of `workers` processes is bound to on `gpus` GPUs: in turn, so each GPU gets an equal share and fewer workers than GPUs still spread."
+    """The GPU each of `workers` processes is bound to on `gpus` GPUs: in turn, so each GPU gets an equal share and
+    fewer workers than GPUs still spread."""
     return [i % gpus for i in range(workers)]
 
-def local_pool(calls: int, workers: int | None, on_gpu: bool, gpus: int, runs_per_gpu: int, cores: int) -> tuple[int, list[int] | None]:
-    "How many local processes make `calls` calls, and the GPU each is bound to (None: none, or a single process, which is this one)."
-    if workers is None: workers = gpus * runs_per_gpu if on_gpu else cores
-    check(isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1, 'workers', workers,
-          'None (one per core; on a GPU, runs_per_gpu on each) or an integer >= 1')
+
+def local_pool(
+    calls: int, workers: int | None, on_gpu: bool, gpus: int, runs_per_gpu: int, cores: int
+) -> tuple[int, list[int] | None]:
+    """How many local processes make `calls` calls, and the GPU each is bound to (None: none, or a single process, which
+    is this one)."""
+    if workers is None:
+        workers = gpus * runs_per_gpu if on_gpu else cores
+    check(
+        isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1,
+        'workers',
+        workers,
+        'None (one per core; on a GPU, runs_per_gpu on each) or an integer >= 1',
+    )
     workers = min(workers, calls)
     return workers, worker_gpus(workers, gpus) if on_gpu and workers > 1 else None
 
+
 def _on_gpu(arglists) -> bool:
     "Whether a config among the calls' arguments runs on cuda."
-    return any(isinstance(a, ExperimentConfig) and get_device(a.device).type == 'cuda' for args in arglists for a in args)
+    return any(
+        isinstance(a, ExperimentConfig) and get_device(a.device).type == 'cuda' for args in arglists for a in args
+    )
 
-def parallel_starmap(fn, arglists, workers: int | None = None, backend: str = 'local', address: str | None = None,
-                     gpus_per_run: float = 1, retries: int = 3, runs_per_gpu: int | None = None) -> list:
-    "`[fn(*args) for args in arglists]` on `workers` single-thread processes (default: one per core; where a config among the arguments runs on cuda, `runs_per_gpu` on each GPU), or as Ray tasks with `backend='ray'`; `fn` must be importable."
+
+def parallel_starmap(
+    fn,
+    arglists,
+    workers: int | None = None,
+    backend: str = 'local',
+    address: str | None = None,
+    gpus_per_run: float = 1,
+    retries: int = 3,
+    runs_per_gpu: int | None = None,
+) -> list:
+    "`[fn(*args) for args in arglists]` on `workers` single-thread processes, or as Ray tasks; `fn` must be importable."
     arglists = list(arglists)
     check_backend(backend)
     runs_per_gpu = runs_per_gpu_requested(runs_per_gpu)
     if backend == 'ray':
-        check(workers is None or isinstance(workers, int) and workers >= 1, 'workers', workers, 'None (as many as the cluster takes) or an integer >= 1')
-        if gpus_per_run == 1: gpus_per_run = 1 / runs_per_gpu
+        check(
+            workers is None or isinstance(workers, int) and workers >= 1,
+            'workers',
+            workers,
+            'None (as many as the cluster takes) or an integer >= 1',
+        )
+        if gpus_per_run == 1:
+            gpus_per_run = 1 / runs_per_gpu
         return _ray_starmap(fn, arglists, workers, address, gpus_per_run, retries)
     on_gpu = _on_gpu(arglists)
-    workers, gpus = local_pool(len(arglists), workers_requested(workers), on_gpu, torch.cuda.device_count() if on_gpu else 0, runs_per_gpu, os.cpu_count() or 1)
-    if workers <= 1: return [fn(*a) for a in arglists]
+    workers, gpus = local_pool(
+        len(arglists),
+        workers_requested(workers),
+        on_gpu,
+        torch.cuda.device_count() if on_gpu else 0,
+        runs_per_gpu,
+        os.cpu_count() or 1,
+    )
+    if workers <= 1:
+        return [fn(*a) for a in arglists]
     ctx = multiprocessing.get_context('spawn')
     slots = None
     if gpus is not None:
         slots = ctx.Queue()
-        for g in gpus: slots.put(g)
+        for g in gpus:
+            slots.put(g)
     with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init, initargs=(slots,)) as pool:
         return list(pool.map(partial(_star, fn), arglists))
 
-def run_many(cfgs, out='runs', workers: int | None = None, backend: str = 'local', address: str | None = None,
-             gpus_per_run: float = 1, retries: int = 3, runs_per_gpu: int | None = None, **kw) -> list[RunResult]:
-    "Run (or resume) every config of `cfgs` in `out`, on `workers` single-thread processes (default: one per core; on cuda, `runs_per_gpu` on each GPU) or as Ray tasks (`backend='ray'`); `kw` go to `run`; results in `cfgs`' order."
+
+def run_many(
+    cfgs,
+    out='runs',
+    workers: int | None = None,
+    backend: str = 'local',
+    address: str | None = None,
+    gpus_per_run: float = 1,
+    retries: int = 3,
+    runs_per_gpu: int | None = None,
+    **kw,
+) -> list[RunResult]:
+    "Run (or resume) every config of `cfgs` in `out`, on single-thread processes or as Ray tasks; `kw` go to `run`."
     cfgs = list(cfgs)
     if deterministic_requested(kw.get('deterministic')):
-        os.environ.setdefault('CUBLAS_WORKSPACE_CONFIG', CUBLAS_DETERMINISTIC)    # the workers inherit it, before their first CUDA call
-    return parallel_starmap(partial(run, out=out, **kw), [(c,) for c in cfgs], workers, backend, address, gpus_per_run, retries, runs_per_gpu)
-
+        # the workers inherit it, before their first CUDA call
+        os.environ.setdefault('CUBLAS_WORKSPACE_CONFIG', CUBLAS_DETERMINISTIC)
+    return parallel_starmap(
+        partial(run, out=out, **kw),
+        [(c,) for c in cfgs],
+        workers,
+        backend,
+        address,
+        gpus_per_run,
+        retries,
+        runs_per_gpu,
+    )
 
 # %% ../nbs/08_results.ipynb #c3d9f5e1
 def _ray_task(cwd: str, fn, args):
-    "One call on a Ray worker, set up as a local worker process is: one thread, every module loaded, the caller's working directory."
+    """One call on a Ray worker, set up as a local worker process is: one thread, every module loaded, the caller's
+    working directory."""
     _worker_init()
-    if os.path.isdir(cwd): os.chdir(cwd)
+    if os.path.isdir(cwd):
+        os.chdir(cwd)
     return fn(*args)
 
+
 def _ray_gpus(args, gpus_per_run: float, cluster_gpus: float) -> float:
-    "The GPUs the task of `args` asks for: `gpus_per_run` if a config among them runs on cuda (or on 'auto' where the cluster has GPUs), else 0."
+    """The GPUs the task of `args` asks for: `gpus_per_run` if a config among them runs on cuda (or on 'auto' where the
+    cluster has GPUs), else 0."""
     devices = [a.device for a in args if isinstance(a, ExperimentConfig)]
     return gpus_per_run if any(d.startswith('cuda') or d == 'auto' and cluster_gpus > 0 for d in devices) else 0
 
+
 def _ray_connect(address):
-    "Ray, connected to a cluster (see above), and whether this call connected it; `check_backend` has refused a missing Ray already."
+    """Ray, connected to a cluster (see above), and whether this call connected it; `check_backend` has refused a
+    missing Ray already."""
     import ray
-    if ray.is_initialized(): return ray, False
+
+    if ray.is_initialized():
+        return ray, False
     ray.init(address=address)
     return ray, True
 
+
 def _ray_starmap(fn, arglists, workers, address, gpus_per_run, retries) -> list:
-    "`[fn(*args) for args in arglists]` as Ray tasks, at most `workers` in flight (None: all), with a progress bar over finished tasks."
+    """`[fn(*args) for args in arglists]` as Ray tasks, at most `workers` in flight (None: all), with a progress bar
+    over finished tasks."""
     from tqdm.auto import tqdm
-    check(isinstance(gpus_per_run, (int, float)) and gpus_per_run >= 0, 'gpus_per_run', gpus_per_run, 'a number >= 0 (e.g. 1, or 0.5 for two runs a GPU)')
+
+    check(
+        isinstance(gpus_per_run, (int, float)) and gpus_per_run >= 0,
+        'gpus_per_run',
+        gpus_per_run,
+        'a number >= 0 (e.g. 1, or 0.5 for two runs a GPU)',
+    )
     check(isinstance(retries, int) and retries >= 0, 'retries', retries, 'an integer >= 0')
-    if not arglists: return []
+    if not arglists:
+        return []
     ray, connected = _ray_connect(address)
     try:
         cluster_gpus, task, cwd = ray.cluster_resources().get('GPU', 0), ray.remote(_ray_task), os.getcwd()
@@ -150,27 +263,35 @@ def _ray_starmap(fn, arglists, workers, address, gpus_per_run, retries) -> list:
                 while todo or pending:
                     while todo and len(pending) < (workers or len(arglists)):
                         i, args = todo.pop()
-                        opts = dict(num_cpus=1, num_gpus=_ray_gpus(args, gpus_per_run, cluster_gpus), max_retries=retries, retry_exceptions=False)
+                        opts = dict(
+                            num_cpus=1,
+                            num_gpus=_ray_gpus(args, gpus_per_run, cluster_gpus),
+                            max_retries=retries,
+                            retry_exceptions=False,
+                        )
                         pending[task.options(**opts).remote(cwd, fn, args)] = i
                     (ref,), _ = ray.wait(list(pending), num_returns=1)
-                    results[pending.pop(ref)] = ray.get(ref)          # a run's own error is raised here
+                    results[pending.pop(ref)] = ray.get(ref)  # a run's own error is raised here
                     bar.update(1)
         except BaseException:
-            for ref in pending: ray.cancel(ref)                      # the rest stop; their checkpoints stay for the next call
+            for ref in pending:
+                ray.cancel(ref)  # the rest stop; their checkpoints stay for the next call
             raise
         return results
     finally:
-        if connected: ray.shutdown()
-
+        if connected:
+            ray.shutdown()
 
 # %% ../nbs/08_results.ipynb #0b510f64
 REPRO_COLUMNS = ['setting', 'method', 'metric', 'paper', 'ours', 'scale', 'seeds']
+
 
 def repro_table(rows: list[dict]) -> pd.DataFrame:
     "Rows of the reproduction-table contract as a DataFrame, checked."
     df = pd.DataFrame(rows)
     check(list(df.columns) == REPRO_COLUMNS, 'columns', list(df.columns), f'exactly {REPRO_COLUMNS}')
     return df
+
 
 def write_repro_csv(df: pd.DataFrame, out_dir, name: str) -> Path:
     "Write a reproduction table to `<out_dir>/<name>.csv`."
@@ -179,23 +300,29 @@ def write_repro_csv(df: pd.DataFrame, out_dir, name: str) -> Path:
     repro_table(df.to_dict('records')).to_csv(path, index=False)
     return path
 
+
 def seed_stats(values) -> tuple[float, float]:
     "Mean and sample standard deviation (0 for one seed), ignoring missing values."
     v = pd.Series(values, dtype=float).dropna()
     return (float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0) if len(v) else (np.nan, np.nan)
+
 
 def mean_std(values, digits: int = 3) -> str:
     "`mean ± std` over seeds, as text for the book's tables."
     m, s = seed_stats(values)
     return '-' if np.isnan(m) else f'{m:.{digits}f} ± {s:.{digits}f}'
 
+
 def first_round(metrics: pd.DataFrame, target: float, column: str = 'test_acc') -> float:
     "The first round whose `column` reaches `target`; NaN (the papers' '-') if none does."
     hit = metrics.loc[metrics[column] >= target, 'round']
     return float(hit.iloc[0]) if len(hit) else np.nan
 
+
 def rounds_stats(values) -> tuple[float, str]:
-    "Mean rounds over seeds, and its text; NaN and '-' unless every seed reached the target (a mean over the lucky seeds would flatter)."
+    """Mean rounds over seeds, and its text; NaN and '-' unless every seed reached the target (a mean over the lucky
+    seeds would flatter)."""
     v = np.asarray(values, dtype=float)
-    if np.isnan(v).any(): return np.nan, f'- ({int((~np.isnan(v)).sum())}/{len(v)} seeds reached)'
+    if np.isnan(v).any():
+        return np.nan, f'- ({int((~np.isnan(v)).sum())}/{len(v)} seeds reached)'
     return seed_stats(v)[0], mean_std(v, 1)

@@ -15,16 +15,19 @@ def to_float(x: torch.Tensor) -> torch.Tensor:
     "`uint8` images in [0, 255] as floats in [0, 1]; float input is returned as it is."
     return x.float().div_(255) if x.dtype == torch.uint8 else x
 
+
 def normalize(x: torch.Tensor, mean, std) -> torch.Tensor:
     "Per-channel $(x-\\mu_c)/\\sigma_c$ of a float N×C×H×W batch."
     m = torch.as_tensor(mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
     s = torch.as_tensor(std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
     return (x - m) / s
 
+
 def resize(x: torch.Tensor, size: int) -> torch.Tensor:
     "Bilinear resize of an N×C×H×W batch to `size`×`size` (`uint8` in, `uint8` out)."
     out = F.interpolate(to_float(x), size=(size, size), mode='bilinear', align_corners=False, antialias=True)
     return out.mul(255).round_().clamp_(0, 255).to(torch.uint8) if x.dtype == torch.uint8 else out
+
 
 def grey_to_rgb(x: torch.Tensor) -> torch.Tensor:
     "A one-channel batch repeated to three channels."
@@ -39,17 +42,22 @@ def random_crop(x: torch.Tensor, padding: int = 4, generator=None) -> torch.Tens
     dx = torch.randint(0, 2 * padding + 1, (n,), generator=generator).to(x.device)
     rows = (dy.view(n, 1) + torch.arange(h, device=x.device)).view(n, 1, h, 1).expand(n, c, h, xp.shape[3])
     cols = (dx.view(n, 1) + torch.arange(w, device=x.device)).view(n, 1, 1, w).expand(n, c, h, w)
-    return xp.gather(2, rows).gather(3, cols)     # each image's h window rows, then its w columns
+    return xp.gather(2, rows).gather(3, cols)  # each image's h window rows, then its w columns
+
 
 def random_flip(x: torch.Tensor, p: float = 0.5, generator=None) -> torch.Tensor:
     "Each image flipped left-right with probability `p`."
     flip = (torch.rand(x.shape[0], generator=generator) < p).to(x.device)
     return torch.where(flip.view(-1, 1, 1, 1), x.flip(3), x)
 
+
 def prepare_batch(x: torch.Tensor, mean=None, std=None, augment: str | None = None, generator=None) -> torch.Tensor:
     "A stored batch as the model's input: floats, normalised when `mean`/`std` are given, augmented when `augment` is."
     x = to_float(x)
-    if mean is not None: x = normalize(x, mean, std)
-    if augment == 'crop_flip': x = random_flip(random_crop(x, 4, generator), 0.5, generator)
-    elif augment is not None: raise ValueError(f"augment={augment!r} is not allowed: None or 'crop_flip'")
+    if mean is not None:
+        x = normalize(x, mean, std)
+    if augment == 'crop_flip':
+        x = random_flip(random_crop(x, 4, generator), 0.5, generator)
+    elif augment is not None:
+        raise ValueError(f"augment={augment!r} is not allowed: None or 'crop_flip'")
     return x
