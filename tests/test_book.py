@@ -49,7 +49,7 @@ def test_every_chapter_is_in_the_sidebar(site):
     missing = [str(page_of(nb)) for nb in chapters() if f'href="{page_of(nb).as_posix()}"' not in sidebar]
     assert not missing, f"not in the sidebar (check the globs in _quarto.yml): {missing}"
     if any(nb.parent.name == "repro" for nb in chapters()):
-        assert "Reproductions" in sidebar
+        assert "Reproduction jobs" in sidebar        # each paper's jobs in a section of their own (tests/test_browser.py checks where)
 
 
 def test_math_is_typeset(site):

@@ -217,3 +217,84 @@ def test_search_works_offline(site, browser):
     target = Path(unquote(urlsplit(browser.page.url).path))
     assert target.is_file() and site.resolve() in target.resolve().parents, browser.page.url
     assert not browser.console and not browser.failed and not browser.off_machine, (browser.console, browser.failed, browser.off_machine)
+
+
+# The sidebar groups the book by kind (_quarto.yml): these sections, from the top. Each paper's section is named after it and
+# holds its chapter, NN_<paper>.html, and its reproduction jobs, repro/<paper>_*.html, in a section of their own.
+SECTIONS = ["Getting started", "The library", "Methods and baselines", "The papers", "Privacy", "Costs", "Scale-out and Flower", "The report"]
+# the sidebar as the page shows it: each entry a page (its link) or a section (its title, whether it is open, its entries)
+SIDEBAR = """() => {
+  const walk = ul => [...ul.children].filter(li => li.matches('li.sidebar-item')).map(li => {
+    const head = li.querySelector(':scope > .sidebar-item-container'), sub = li.querySelector(':scope > ul');
+    if (sub) return {section: head.querySelector('.menu-text').textContent.trim(), open: sub.classList.contains('show'), items: walk(sub)};
+    const a = head && head.querySelector('a.sidebar-link');
+    return {page: a ? a.href : null, active: !!a && a.classList.contains('active')};
+  });
+  const top = document.querySelector('#quarto-sidebar .sidebar-menu-container > ul');
+  return top ? walk(top) : null;
+}"""
+
+
+def _pages(items: list, site: Path) -> list[str]:
+    "The pages under sidebar `items`, sections and all, in order, as paths in the book `site`."
+    out = []
+    for it in items:
+        if "section" in it:
+            out += _pages(it["items"], site)
+        elif it["page"] and it["page"].startswith("file:"):
+            out.append(Path(unquote(urlsplit(it["page"]).path)).resolve().relative_to(site.resolve()).as_posix())
+    return out
+
+
+def _sections(items: list) -> list[dict]:
+    "Every section under `items`, nested ones too."
+    return [s for it in items if "section" in it for s in (it, *_sections(it["items"]))]
+
+
+def test_the_sidebar_is_in_sections(site, browser):
+    "The sidebar shows the book's sections in order, every page of the book once, and each paper's jobs under that paper, beside its chapter; a job's page opens its way there."
+    browser.visit(site / "index.html")
+    tree = browser.page.evaluate(SIDEBAR)
+    assert tree, "no sidebar on the landing page"
+    assert [it.get("section") for it in tree] == SECTIONS, f"the sidebar's top entries are not the sections {SECTIONS}: {[it.get('section') or it.get('page') for it in tree]}"
+    heads = browser.page.locator("#quarto-sidebar .sidebar-menu-container > ul > li.sidebar-item-section > .sidebar-item-container .menu-text")
+    assert [h.inner_text().strip() for h in heads.all() if h.is_visible()] == SECTIONS, "the sections' titles are not all shown"
+    listed = _pages(tree, site)
+    book = sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html") if "site_libs" not in p.relative_to(site).parts)
+    twice = sorted({p for p in listed if listed.count(p) > 1})
+    assert not twice, f"in the sidebar more than once (two globs in _quarto.yml overlap): {twice}"
+    assert sorted(listed) == book, f"pages not in the sidebar: {sorted(set(book) - set(listed))}; in it but not in the book: {sorted(set(listed) - set(book))}"
+    assert "repro/quickstart.html" in _pages(tree[0]["items"], site), "the quickstart is not under Getting started"
+
+    papers = tree[SECTIONS.index("The papers")]["items"]
+    jobs: dict[str, list[str]] = {}
+    for p in sorted(site.glob("repro/*_*.html")):
+        jobs.setdefault(p.stem.split("_")[0], []).append(p.relative_to(site).as_posix())
+    assert jobs, "no reproduction jobs in the book"
+    for paper, own in jobs.items():
+        (chapter,) = [p.name for p in site.glob(f"[0-9]*_{paper}.html")] or [f"no chapter {paper}.html"]
+        holding = [s for s in _sections(papers) if chapter in _pages([i for i in s["items"] if "page" in i], site)]
+        assert holding, f"{chapter} is not directly in a section under The papers"
+        section = holding[-1]
+        assert section["section"].lower() == paper, f"{chapter} is in the section {section['section']!r}, not one named after its paper"
+        under = _pages(section["items"], site)
+        assert set(own) <= set(under), f"{paper}'s jobs not under its section: {sorted(set(own) - set(under))}"
+        others = [p for p in under if p.startswith("repro/") and p not in own]
+        assert not others, f"other papers' jobs under {section['section']}: {others}"
+
+    job = jobs[next(iter(jobs))][0]                       # a job's page: the sections that hold it are open, its own entry marked
+    browser.visit(site / job)
+    tree = browser.page.evaluate(SIDEBAR)
+    path = []
+    def find(items: list) -> bool:
+        for it in items:
+            if "section" in it and find(it["items"]):
+                path.append(it)
+                return True
+            if it.get("active"):
+                return True
+        return False
+    assert find(tree), f"{job}: no entry of its sidebar is marked as the page"
+    assert [s["section"] for s in reversed(path)][:1] == ["The papers"] and all(s["open"] for s in path), \
+        f"{job}: the sections that hold it are not open: {[(s['section'], s['open']) for s in reversed(path)]}"
+    assert browser.page.locator("#quarto-sidebar a.sidebar-link.active").first.is_visible(), f"{job}: its own entry is not shown in the sidebar"
