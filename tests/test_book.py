@@ -10,11 +10,15 @@ import pytest
 try:
     import smalldocs  # noqa: F401  (fedrepro.book renders with it)
 except ImportError:
-    pytest.skip("smalldocs is not importable (pip install -e '.[dev]'); the offline book cannot be built", allow_module_level=True)
+    pytest.skip(
+        "smalldocs is not importable (pip install -e '.[dev]'); the offline book cannot be built",
+        allow_module_level=True,
+    )
 
 ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT / "nbs"
-# `$x$` or `$$x$$` as smalldocs (markdown-it dollarmath) reads it: no space inside the dollars, no digit after the closing one
+# `$x$` or `$$x$$` as smalldocs (markdown-it dollarmath) reads it: no space inside the dollars, no digit after the
+# closing one
 MATH = re.compile(r"(?<![\\$])\$\$[^$]+?\$\$|(?<![\\$])\$(?=\S)[^$\n]+?(?<=\S)\$(?!\d)")
 
 
@@ -30,7 +34,7 @@ def page_of(nb: Path) -> Path:
 
 
 def has_math(nb: Path) -> bool:
-    "Whether a notebook has maths in a markdown cell that nbdev keeps (it turns the first `# title` cell into front matter)."
+    "Whether a markdown cell nbdev keeps has maths (nbdev turns the first `# title` cell into front matter)."
     cells = [c for c in json.loads(nb.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "markdown"]
     srcs = ["".join(c["source"]) for c in cells]
     title = next((i for i, s in enumerate(srcs) if re.search(r"^#\s+\S", s, re.M)), None)
@@ -49,7 +53,18 @@ def test_every_chapter_is_in_the_sidebar(site):
     missing = [str(page_of(nb)) for nb in chapters() if f'href="{page_of(nb).as_posix()}"' not in sidebar]
     assert not missing, f"not in the sidebar (check the globs in _quarto.yml): {missing}"
     if any(nb.parent.name == "repro" for nb in chapters()):
-        assert "Reproduction jobs" in sidebar        # each paper's jobs in a section of their own (tests/test_browser.py checks where)
+        assert (
+            "Reproduction jobs" in sidebar
+        )  # each paper's jobs in a section of their own (tests/test_browser.py checks where)
+
+
+def test_the_readmes_links_are_pages_of_the_book(site):
+    "README.md, the landing page exported, links chapters as nbs/NAME.ipynb: each is a page of the book."
+    links = re.findall(r"\]\((?![a-z]+:)([^)\s#]+)\)", (ROOT / "README.md").read_text(encoding="utf-8"))
+    chapters_linked = [link for link in links if link.startswith("nbs/") and link.endswith(".ipynb")]
+    assert chapters_linked, "the README links no chapter"
+    assert [link for link in chapters_linked if not (site / page_of(ROOT / link)).is_file()] == []
+    assert [link for link in links if not (ROOT / link).exists()] == [], "a README link names no file of the project"
 
 
 def test_math_is_typeset(site):
@@ -57,19 +72,27 @@ def test_math_is_typeset(site):
     assert with_math, "no notebook in nbs/ has $...$ or $$...$$ maths in a markdown cell"
     for nb in with_math:
         html = (site / page_of(nb)).read_text(encoding="utf-8")
-        # smalldocs writes maths as Pandoc does for KaTeX: <span class="math inline">\(..\)</span>, <span class="math display">\[..\]</span>
+        # smalldocs writes maths as Pandoc does for KaTeX: <span class="math inline">\(..\)</span>,
+        # <span class="math display">\[..\]</span>
         assert re.search(r'<span class="math (inline|display)">\\[(\[]', html), f"{page_of(nb)}: no maths markup"
-        # and loads KaTeX with its auto-render, which typesets those spans in the browser: the copy in the book, not a CDN
+        # and loads KaTeX with its auto-render, which typesets those spans in the browser: the copy in the book, not a
+        # CDN
         up = "../" * (len(page_of(nb).parts) - 1)
         for asset in ("katex.min.css", "katex.min.js", "contrib/auto-render.min.js"):
-            assert re.search(rf'(href|src)="{re.escape(up)}site_libs/katex/{re.escape(asset)}"', html), f"{page_of(nb)}: KaTeX {asset} not loaded from site_libs/katex/"
+            assert re.search(rf'(href|src)="{re.escape(up)}site_libs/katex/{re.escape(asset)}"', html), (
+                f"{page_of(nb)}: KaTeX {asset} not loaded from site_libs/katex/"
+            )
             assert (site / "site_libs" / "katex" / asset).is_file(), f"site_libs/katex/{asset} is missing"
-        assert not re.search(r'(src|href)="https?://cdn\.jsdelivr\.net/', html), f"{page_of(nb)}: still loads something from cdn.jsdelivr.net"
+        assert not re.search(r'(src|href)="https?://cdn\.jsdelivr\.net/', html), (
+            f"{page_of(nb)}: still loads something from cdn.jsdelivr.net"
+        )
 
 
 def test_nothing_is_loaded_from_the_network(site):
-    "Every script, stylesheet, font, image and frame is in the book (the build checks it too; this keeps the check from being dropped)."
+    """Every script, stylesheet, font, image and frame is in the book (the build checks it too; this keeps the check
+    from being dropped)."""
     from fedrepro.book import remote_assets
+
     assert remote_assets(site) == []
 
 
@@ -85,21 +108,29 @@ def test_a_figure_is_shown(site):
 
 
 def test_prose_is_prose_not_headings(site):
-    "One title per page: markdown cells that still carry a script's '# ' line prefixes would render every line as a heading."
+    """One title per page: markdown cells that still carry a script's '# ' line prefixes would render every line as a
+    heading."""
     for nb in chapters():
         html = (site / page_of(nb)).read_text(encoding="utf-8")
-        main = html[html.find("<main"):]
+        main = html[html.find("<main") :]
         assert len(re.findall(r"<h1\b", main)) <= 1, f"{page_of(nb)}: several <h1> in the page body"
 
 
 def test_the_report_is_judged_on_the_results_it_is_given(tmp_path):
-    "`fedrepro book --results DIR` first executes the report chapter on DIR: an artefact found there is read from there, at its scale."
+    """`fedrepro book --results DIR` first executes the report chapter on DIR: an artefact found there is read from
+    there, at its scale."""
     from fedrepro.book import execute_report
     from fedrepro.repro import committed_results
+
     for name in ("fedgc_table3.csv", "fedgc_table3_seeds.csv"):
         shutil.copy(committed_results() / name, tmp_path / name)
     table = (tmp_path / "fedgc_table3.csv").read_text(encoding="utf-8")
     (tmp_path / "fedgc_table3.csv").write_text(table.replace(",mini,", ",smoke,"), encoding="utf-8")
     nb = json.loads(execute_report(ROOT, tmp_path).read_text(encoding="utf-8"))
-    printed = "".join("".join(o.get("text", "")) for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") == "stream")
+    printed = "".join(
+        "".join(o.get("text", ""))
+        for c in nb["cells"]
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "stream"
+    )
     assert "this run at smoke: 1 artefact" in printed and "committed mini run at mini: " in printed, printed[:500]

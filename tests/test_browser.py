@@ -16,8 +16,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "test-output" / "browser"
-SITE_URL = "https://fedrepro.github.io/fedrepro/"  # settings.ini's doc_host + doc_baseurl: a link there is a link into the book
-# `$x$` / `$$x$$` as markdown-it dollarmath reads it (as tests/test_book.py), and the delimiters KaTeX's auto-render replaces
+# settings.ini's doc_host + doc_baseurl: a link there is a link into the book
+SITE_URL = "https://fedrepro.github.io/fedrepro/"
+# `$x$` / `$$x$$` as markdown-it dollarmath reads it (as tests/test_book.py), and the delimiters KaTeX's auto-render
+# replaces
 DOLLARS = re.compile(r"(?<![\\$])\$\$[^$]+?\$\$|(?<![\\$])\$(?=\S)[^$\n]+?(?<=\S)\$(?!\d)")
 RAW_TEX = re.compile(r"\\\(.+?\\\)|\\\[.+?\\\]", re.S)
 # Faults known and to be fixed in a chapter this test does not own. Each must still occur (the test says when one is
@@ -32,7 +34,8 @@ INSPECT = """() => {
   return {
     links: [...document.querySelectorAll('a[href]')].map(a => a.href),
     images: [...document.querySelectorAll('img')].map(i => { const r = i.getBoundingClientRect();
-      return {src: i.currentSrc || i.src, loaded: i.complete && i.naturalWidth > 0, width: r.width, height: r.height}; }),
+      return {src: i.currentSrc || i.src, loaded: i.complete && i.naturalWidth > 0,
+              width: r.width, height: r.height}; }),
     math: document.querySelectorAll('span.math').length,
     katex: document.querySelectorAll('.katex').length,
     katexErrors: [...document.querySelectorAll('.katex-error')].map(e => e.textContent.slice(0, 80)),
@@ -63,7 +66,8 @@ def _install_chromium() -> str:
 
 
 class Browser:
-    "One headless Chromium with the network off: names resolve nowhere, and any request that is not file:// is aborted and recorded."
+    """One headless Chromium with the network off: names resolve nowhere, and any request that is not file:// is
+    aborted and recorded."""
 
     def __init__(self, exe: str):
         self.pw = sync_api.sync_playwright().start()
@@ -74,17 +78,26 @@ class Browser:
         self.page = self.context.new_page()
         self.console: list[str] = []
         self.failed: list[str] = []
-        self.page.on("console", lambda m: m.type == "error" and self.console.append(f"console error: {m.text} ({m.location.get('url', '')})"))
+        self.page.on(
+            "console",
+            lambda m: (
+                m.type == "error" and self.console.append(f"console error: {m.text} ({m.location.get('url', '')})")
+            ),
+        )
         self.page.on("pageerror", lambda e: self.console.append(f"script error: {e}"))
         self.page.on("requestfailed", lambda r: self.failed.append(f"request failed: {r.url} ({r.failure})"))
-        self.page.on("request", lambda r: r.url.startswith(("file:", "data:", "blob:", "about:")) or self.off_machine.append(r.url))
+        self.page.on(
+            "request",
+            lambda r: r.url.startswith(("file:", "data:", "blob:", "about:")) or self.off_machine.append(r.url),
+        )
 
     def _abort(self, route):
         self.off_machine.append(route.request.url)
         route.abort()
 
     def visit(self, page: Path) -> dict:
-        "Open `page`, wait until it and its fonts are loaded, and give what INSPECT finds, with the errors and requests it caused."
+        """Open `page`, wait until it and its fonts are loaded, and give what INSPECT finds, with the errors and
+        requests it caused."""
         self.console.clear(), self.failed.clear(), self.off_machine.clear()
         self.page.goto(page.resolve().as_uri(), wait_until="load")
         self.page.evaluate("document.fonts.ready.then(() => true)")
@@ -127,7 +140,9 @@ def problems(page: Path, docs: Path, found: dict) -> list[str]:
             elif not target.is_file():
                 out.append(f"broken link: {href}")
             elif url.fragment and target.suffix == ".html" and unquote(url.fragment) not in _ids_of(target):
-                out.append(f"broken anchor: {href} (no id={unquote(url.fragment)!r} in {target.relative_to(docs.resolve())})")
+                out.append(
+                    f"broken anchor: {href} (no id={unquote(url.fragment)!r} in {target.relative_to(docs.resolve())})"
+                )
     for img in found["images"]:
         if not img["loaded"]:
             out.append(f"image does not load: {img['src'][:120]}")
@@ -145,32 +160,55 @@ def test_checker_catches_what_it_should(browser, tmp_path):
     "The checks can fail: a small synthetic book with one of each fault, and a clean page beside it."
     (tmp_path / "sub").mkdir()
     (tmp_path / "ok.png").write_bytes(_png())
-    (tmp_path / "good.html").write_text('<html><body><p id="here">fine <a href="sub/other.html#x">ok</a> <a href="#here">self</a></p>'
-                                        '<img src="ok.png" width="20" height="20"></body></html>')
-    (tmp_path / "sub" / "other.html").write_text('<html><body><h1 id="x">other</h1><a href="../good.html">back</a></body></html>')
+    (tmp_path / "good.html").write_text(
+        '<html><body><p id="here">fine <a href="sub/other.html#x">ok</a> <a href="#here">self</a></p>'
+        '<img src="ok.png" width="20" height="20"></body></html>'
+    )
+    (tmp_path / "sub" / "other.html").write_text(
+        '<html><body><h1 id="x">other</h1><a href="../good.html">back</a></body></html>'
+    )
     (tmp_path / "bad.html").write_text(
         '<html><head><script src="https://cdn.jsdelivr.net/npm/katex@0.16.11/dist/katex.min.js"></script></head><body>'
         '<a href="missing.html">a</a> <a href="sub/other.html#nowhere">b</a> <a href="https://fedrepro.github.io/fedrepro/repro.html">c</a>'
         '<img src="gone.png"> <p>raw $x^2$ and \\(y\\)</p><span class="math inline">\\(z\\)</span>'
-        '<script>console.error("boom")</script></body></html>')
+        '<script>console.error("boom")</script></body></html>'
+    )
     good = problems(tmp_path / "good.html", tmp_path, browser.visit(tmp_path / "good.html"))
     assert good == [], good
     assert problems(tmp_path / "sub" / "other.html", tmp_path, browser.visit(tmp_path / "sub" / "other.html")) == []
     bad = "\n".join(problems(tmp_path / "bad.html", tmp_path, browser.visit(tmp_path / "bad.html")))
-    for fault in ("requested off the machine: https://cdn.jsdelivr.net/npm/katex@0.16.11/dist/katex.min.js", "broken link: file://",
-                  "missing.html", "broken anchor:", "#nowhere", "links to the published book", "image does not load:", "gone.png",
-                  "console error: boom", "raw maths left in the text: '$x^2$'", "raw maths left in the text: '\\\\(y\\\\)'",
-                  "KaTeX did not typeset"):
+    for fault in (
+        "requested off the machine: https://cdn.jsdelivr.net/npm/katex@0.16.11/dist/katex.min.js",
+        "broken link: file://",
+        "missing.html",
+        "broken anchor:",
+        "#nowhere",
+        "links to the published book",
+        "image does not load:",
+        "gone.png",
+        "console error: boom",
+        "raw maths left in the text: '$x^2$'",
+        "raw maths left in the text: '\\\\(y\\\\)'",
+        "KaTeX did not typeset",
+    ):
         assert fault in bad, f"not caught: {fault}\n{bad}"
 
 
 def _png() -> bytes:
     "A 2x2 PNG, written without a library."
-    import struct, zlib
+    import struct
+    import zlib
+
     def chunk(kind, data):
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
     raw = b"".join(b"\x00" + b"\xff\x00\x00" * 2 for _ in range(2))
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
 
 
 def test_every_page_in_the_browser(site, browser, artifacts):
@@ -199,12 +237,15 @@ def test_every_page_in_the_browser(site, browser, artifacts):
     artifacts += [f"browser: known fault, {page}: {fault} ({why})" for (page, fault), why in KNOWN.items()]
     assert with_math, "no page has maths typeset by KaTeX"
     assert with_figures, "no page shows a figure"
-    artifacts.append(f"browser: {len(pages)} pages checked in {time.monotonic() - start:.0f} s "
-                     f"({with_math} with maths typeset, {with_figures} with figures shown), no request left the machine")
+    artifacts.append(
+        f"browser: {len(pages)} pages checked in {time.monotonic() - start:.0f} s "
+        f"({with_math} with maths typeset, {with_figures} with figures shown), no request left the machine"
+    )
 
 
 def test_search_works_offline(site, browser):
-    "The search box of a page opened from disk finds pages (its index comes as search.js where a file:// page cannot fetch search.json), and its first result opens a page of the book."
+    """The search box of a page opened from disk finds pages (its index comes as search.js where a file:// page
+    cannot fetch search.json), and its first result opens a page of the book."""
     browser.visit(site / "14_fedssd.html")
     box = browser.page.locator(".smalldocs-search input").first
     box.click()
@@ -216,17 +257,31 @@ def test_search_works_offline(site, browser):
     browser.page.wait_for_load_state("load")
     target = Path(unquote(urlsplit(browser.page.url).path))
     assert target.is_file() and site.resolve() in target.resolve().parents, browser.page.url
-    assert not browser.console and not browser.failed and not browser.off_machine, (browser.console, browser.failed, browser.off_machine)
+    assert not browser.console and not browser.failed and not browser.off_machine, (
+        browser.console,
+        browser.failed,
+        browser.off_machine,
+    )
 
 
-# The sidebar groups the book by kind (_quarto.yml): these sections, from the top. Each paper's section is named after it and
-# holds its chapter, NN_<paper>.html, and its reproduction jobs, repro/<paper>_*.html, in a section of their own.
-SECTIONS = ["Getting started", "The library", "Methods and baselines", "The papers", "Privacy", "Costs", "Scale-out and Flower", "The report"]
-# the sidebar as the page shows it: each entry a page (its link) or a section (its title, whether it is open, its entries)
+# The sidebar groups the book by kind (_quarto.yml): these sections, from the top. Each paper's section is named after
+# it and holds its chapter, NN_<paper>.html, and its reproduction jobs, repro/<paper>_*.html, in a section of their own.
+SECTIONS = [
+    "Getting started",
+    "The library",
+    "Methods and baselines",
+    "The papers",
+    "Privacy",
+    "Costs",
+    "Scale-out and Flower",
+    "The report",
+]
+# the sidebar as the page shows it: each entry a page (its link) or a section (its title, open or not, its entries)
 SIDEBAR = """() => {
   const walk = ul => [...ul.children].filter(li => li.matches('li.sidebar-item')).map(li => {
     const head = li.querySelector(':scope > .sidebar-item-container'), sub = li.querySelector(':scope > ul');
-    if (sub) return {section: head.querySelector('.menu-text').textContent.trim(), open: sub.classList.contains('show'), items: walk(sub)};
+    if (sub) return {section: head.querySelector('.menu-text').textContent.trim(),
+                     open: sub.classList.contains('show'), items: walk(sub)};
     const a = head && head.querySelector('a.sidebar-link');
     return {page: a ? a.href : null, active: !!a && a.classList.contains('active')};
   });
@@ -252,18 +307,31 @@ def _sections(items: list) -> list[dict]:
 
 
 def test_the_sidebar_is_in_sections(site, browser):
-    "The sidebar shows the book's sections in order, every page of the book once, and each paper's jobs under that paper, beside its chapter; a job's page opens its way there."
+    """The sidebar shows the book's sections in order, every page of the book once, and each paper's jobs under that
+    paper, beside its chapter; a job's page opens its way there."""
     browser.visit(site / "index.html")
     tree = browser.page.evaluate(SIDEBAR)
     assert tree, "no sidebar on the landing page"
-    assert [it.get("section") for it in tree] == SECTIONS, f"the sidebar's top entries are not the sections {SECTIONS}: {[it.get('section') or it.get('page') for it in tree]}"
-    heads = browser.page.locator("#quarto-sidebar .sidebar-menu-container > ul > li.sidebar-item-section > .sidebar-item-container .menu-text")
-    assert [h.inner_text().strip() for h in heads.all() if h.is_visible()] == SECTIONS, "the sections' titles are not all shown"
+    assert [it.get("section") for it in tree] == SECTIONS, (
+        f"the sidebar's top entries are not the sections {SECTIONS}: "
+        f"{[it.get('section') or it.get('page') for it in tree]}"
+    )
+    heads = browser.page.locator(
+        "#quarto-sidebar .sidebar-menu-container > ul > li.sidebar-item-section > .sidebar-item-container .menu-text"
+    )
+    assert [h.inner_text().strip() for h in heads.all() if h.is_visible()] == SECTIONS, (
+        "the sections' titles are not all shown"
+    )
     listed = _pages(tree, site)
-    book = sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html") if "site_libs" not in p.relative_to(site).parts)
+    book = sorted(
+        p.relative_to(site).as_posix() for p in site.rglob("*.html") if "site_libs" not in p.relative_to(site).parts
+    )
     twice = sorted({p for p in listed if listed.count(p) > 1})
     assert not twice, f"in the sidebar more than once (two globs in _quarto.yml overlap): {twice}"
-    assert sorted(listed) == book, f"pages not in the sidebar: {sorted(set(book) - set(listed))}; in it but not in the book: {sorted(set(listed) - set(book))}"
+    assert sorted(listed) == book, (
+        f"pages not in the sidebar: {sorted(set(book) - set(listed))}; "
+        f"in it but not in the book: {sorted(set(listed) - set(book))}"
+    )
     assert "repro/quickstart.html" in _pages(tree[0]["items"], site), "the quickstart is not under Getting started"
 
     papers = tree[SECTIONS.index("The papers")]["items"]
@@ -276,16 +344,19 @@ def test_the_sidebar_is_in_sections(site, browser):
         holding = [s for s in _sections(papers) if chapter in _pages([i for i in s["items"] if "page" in i], site)]
         assert holding, f"{chapter} is not directly in a section under The papers"
         section = holding[-1]
-        assert section["section"].lower() == paper, f"{chapter} is in the section {section['section']!r}, not one named after its paper"
+        assert section["section"].lower() == paper, (
+            f"{chapter} is in the section {section['section']!r}, not one named after its paper"
+        )
         under = _pages(section["items"], site)
         assert set(own) <= set(under), f"{paper}'s jobs not under its section: {sorted(set(own) - set(under))}"
         others = [p for p in under if p.startswith("repro/") and p not in own]
         assert not others, f"other papers' jobs under {section['section']}: {others}"
 
-    job = jobs[next(iter(jobs))][0]                       # a job's page: the sections that hold it are open, its own entry marked
+    job = jobs[next(iter(jobs))][0]  # a job's page: the sections that hold it are open, its own entry marked
     browser.visit(site / job)
     tree = browser.page.evaluate(SIDEBAR)
     path = []
+
     def find(items: list) -> bool:
         for it in items:
             if "section" in it and find(it["items"]):
@@ -294,7 +365,11 @@ def test_the_sidebar_is_in_sections(site, browser):
             if it.get("active"):
                 return True
         return False
+
     assert find(tree), f"{job}: no entry of its sidebar is marked as the page"
-    assert [s["section"] for s in reversed(path)][:1] == ["The papers"] and all(s["open"] for s in path), \
+    assert [s["section"] for s in reversed(path)][:1] == ["The papers"] and all(s["open"] for s in path), (
         f"{job}: the sections that hold it are not open: {[(s['section'], s['open']) for s in reversed(path)]}"
-    assert browser.page.locator("#quarto-sidebar a.sidebar-link.active").first.is_visible(), f"{job}: its own entry is not shown in the sidebar"
+    )
+    assert browser.page.locator("#quarto-sidebar a.sidebar-link.active").first.is_visible(), (
+        f"{job}: its own entry is not shown in the sidebar"
+    )
