@@ -7,8 +7,12 @@ Both run alternately, `--repeats` times each after a warm-up; the ratio of media
 
     python bench/engine_overhead.py [--repeats 5] [--device auto]
 """
-import argparse, statistics, time
-import numpy as np, torch, torch.nn.functional as F
+
+import argparse
+import statistics
+import time
+import torch
+import torch.nn.functional as F
 from fedrepro.config import ExperimentConfig
 from fedrepro.core import DATASETS, derive_seed, get_device, torch_rng
 from fedrepro.data import FedData, load_dataset
@@ -26,7 +30,8 @@ def mnist5k_clients(device):
 
 
 def sync(device):
-    if device.type == 'cuda': torch.cuda.synchronize()
+    if device.type == 'cuda':
+        torch.cuda.synchronize()
 
 
 def engine_round(fed, t):
@@ -34,12 +39,18 @@ def engine_round(fed, t):
 
 
 def bare_round(model, opt, data, cfg, t, device):
-    batches = [data.clients[c][pos.to(device)] for c in sample_clients(CLIENTS, CLIENTS, cfg.seed, t).tolist()
-               for pos in batch_schedule(PER_CLIENT, BATCH, 1, None, torch_rng(cfg.seed, t, c, 'batches'))]
-    sync(device); t0 = time.perf_counter()
+    batches = [
+        data.clients[c][pos.to(device)]
+        for c in sample_clients(CLIENTS, CLIENTS, cfg.seed, t).tolist()
+        for pos in batch_schedule(PER_CLIENT, BATCH, 1, None, torch_rng(cfg.seed, t, c, 'batches'))
+    ]
+    sync(device)
+    t0 = time.perf_counter()
     for idx in batches:
         opt.zero_grad()
-        F.cross_entropy(model(data.prepare(data.x_train.index_select(0, idx))), data.y_train.index_select(0, idx)).backward()
+        F.cross_entropy(
+            model(data.prepare(data.x_train.index_select(0, idx))), data.y_train.index_select(0, idx)
+        ).backward()
         opt.step()
     sync(device)
     return time.perf_counter() - t0
@@ -52,15 +63,24 @@ def main():
     args = ap.parse_args()
     device = get_device(args.device)
     data = mnist5k_clients(device)
-    cfg = ExperimentConfig(model='cnn5', num_clients=CLIENTS, clients_per_round=CLIENTS, batch_size=BATCH, lr=LR,
-                           local_epochs=1, device=str(device))
+    cfg = ExperimentConfig(
+        model='cnn5',
+        num_clients=CLIENTS,
+        clients_per_round=CLIENTS,
+        batch_size=BATCH,
+        lr=LR,
+        local_epochs=1,
+        device=str(device),
+    )
     fed = Federation(cfg, data=data)
     model = build_model('cnn5', (1, 28, 28), 10, seed=derive_seed(cfg.seed, 'init'), device=device)
     opt = torch.optim.SGD(model.parameters(), lr=LR)
-    engine_round(fed, 1); bare_round(model, opt, data, cfg, 1, device)          # warm-up
+    engine_round(fed, 1)
+    bare_round(model, opt, data, cfg, 1, device)  # warm-up
     eng, bare = [], []
     for t in range(2, 2 + args.repeats):
-        eng.append(engine_round(fed, t)); bare.append(bare_round(model, opt, data, cfg, t, device))
+        eng.append(engine_round(fed, t))
+        bare.append(bare_round(model, opt, data, cfg, t, device))
     n = CLIENTS * PER_CLIENT
     e, b = n / statistics.median(eng), n / statistics.median(bare)
     print(f'device {device}, torch {torch.__version__}, {torch.get_num_threads()} threads, {args.repeats} repeats')

@@ -7,9 +7,12 @@ exactly the same accuracy and loss (`evaluate` reduces the loss once over every 
 
     python bench/evaluation.py [--repeats 5] [--device auto]
 """
-import argparse, statistics, time
+
+import argparse
+import statistics
+import time
 import torch
-from fedrepro.engine import Federation, evaluate, synchronize as _sync
+from fedrepro.engine import Federation, evaluate, synchronize
 from fedrepro.fedreg import FEDREG
 from fedrepro.fedgc import FEDGC
 
@@ -18,9 +21,10 @@ ONE_PASS, CACHED = 4096, 256
 
 
 def timed(fed, batch_size):
-    _sync(fed.device); t0 = time.perf_counter()
+    synchronize(fed.device)
+    t0 = time.perf_counter()
     m = evaluate(fed.fm.model, fed.data.x_test, fed.data.y_test, batch_size, fed.data.prepare)
-    _sync(fed.device)
+    synchronize(fed.device)
     return time.perf_counter() - t0, m
 
 
@@ -32,14 +36,19 @@ def main():
     print(f'{"setting":<24} {"model":<14} {"test":>5} {ONE_PASS:>6} s {CACHED:>6} s  ratio  same result')
     for paper, setting in SETTINGS:
         fed = Federation(paper.config(setting, 'FedAvg', 'mini', seed=0, device=args.device))
-        fed.round(1); fed.fm.load_(fed.algo.x)
-        timed(fed, ONE_PASS); timed(fed, CACHED)                                   # warm-up
+        fed.round(1)
+        fed.fm.load_(fed.algo.x)
+        timed(fed, ONE_PASS)
+        timed(fed, CACHED)  # warm-up
         one, cached = [], []
         for _ in range(args.repeats):
             (t1, m1), (t2, m2) = timed(fed, ONE_PASS), timed(fed, CACHED)
-            one.append(t1); cached.append(t2)
+            one.append(t1)
+            cached.append(t2)
         a, b = statistics.median(one), statistics.median(cached)
-        print(f'{setting:<24} {fed.cfg.model:<14} {len(fed.data.y_test):>5} {a:>8.3f} {b:>8.3f}  {a / b:5.2f}  {m1 == m2}')
+        print(
+            f'{setting:<24} {fed.cfg.model:<14} {len(fed.data.y_test):>5} {a:>8.3f} {b:>8.3f}  {a / b:5.2f}  {m1 == m2}'
+        )
     print(f'torch {torch.__version__}, {torch.get_num_threads()} thread(s)')
 
 

@@ -10,9 +10,15 @@ batches) against one batch of 400 (the FGSM iterations of different samples are 
 
     python bench/fedreg_floor.py [--rounds 3] [--device auto] [--out bench/results/fedreg_floor.csv]
 """
-import argparse, datetime, tempfile, time, warnings
+
+import argparse
+import datetime
+import tempfile
+import time
+import warnings
 from pathlib import Path
-import pandas as pd, torch
+import pandas as pd
+import torch
 from fedrepro.core import DATASETS
 from fedrepro.fedreg import FEDREG, pseudo_and_perturbed
 from fedrepro.models import build_model
@@ -22,18 +28,23 @@ SETTINGS = ('MNIST (two classes)', 'MNIST (one class)', 'EMNIST')
 
 
 def train_seconds(setting: str, method: str, epochs: int, rounds: int, device: str) -> float:
-    cfg = FEDREG.config(setting, method, 'mini', seed=0).replace(rounds=rounds, local_epochs=epochs, device=device, eval_every=1000)
-    with tempfile.TemporaryDirectory() as out: return float(run(cfg, out).metrics['train_seconds'].sum())
+    cfg = FEDREG.config(setting, method, 'mini', seed=0).replace(
+        rounds=rounds, local_epochs=epochs, device=device, eval_every=1000
+    )
+    with tempfile.TemporaryDirectory() as out:
+        return float(run(cfg, out).metrics['train_seconds'].sum())
 
 
 def synthesis_seconds(setting: str, batch: int, n: int = 400) -> float:
-    "Seconds to synthesise pseudo and perturbed data for `n` random images through the setting's mini model, `batch` at a time."
+    """Seconds to synthesise pseudo and perturbed data for `n` random images through the setting's mini model, `batch`
+    at a time."""
     cfg = FEDREG.config(setting, 'FedReg', 'mini', seed=0)
     spec = DATASETS[cfg.dataset]
     model = build_model(cfg.model, spec.input_shape, spec.num_classes, **cfg.model_params).eval()
     x, y = torch.randn(n, *spec.input_shape), torch.randint(0, spec.num_classes, (n,))
     t0 = time.perf_counter()
-    for i in range(0, n, batch): pseudo_and_perturbed(model, x[i:i + batch], y[i:i + batch], 0.1, 0.001)
+    for i in range(0, n, batch):
+        pseudo_and_perturbed(model, x[i : i + batch], y[i : i + batch], 0.1, 0.001)
     return time.perf_counter() - t0
 
 
@@ -50,17 +61,33 @@ def main():
             E = FEDREG.config(setting, 'FedReg', scale).local_epochs
             avg, reg = (train_seconds(setting, m, E, args.rounds, args.device) for m in ('FedAvg', 'FedReg'))
             floor = 3 + 20 / E
-            rows.append({'setting': setting, 'epochs_of': scale, 'local_epochs': E, 'fedavg_s': round(avg, 3), 'fedreg_s': round(reg, 3),
-                         'ratio': round(reg / avg, 2), 'floor': round(floor, 2), 'ratio_over_floor': round(reg / avg / floor, 2)})
+            rows.append(
+                {
+                    'setting': setting,
+                    'epochs_of': scale,
+                    'local_epochs': E,
+                    'fedavg_s': round(avg, 3),
+                    'fedreg_s': round(reg, 3),
+                    'ratio': round(reg / avg, 2),
+                    'floor': round(floor, 2),
+                    'ratio_over_floor': round(reg / avg / floor, 2),
+                }
+            )
     table = pd.DataFrame(rows)
-    print(f'{torch.get_num_threads()} threads, torch {torch.__version__}, {datetime.date.today()}, {args.rounds} rounds of the mini stand-ins')
+    print(
+        f'{torch.get_num_threads()} threads, torch {torch.__version__}, {datetime.date.today()}, '
+        f'{args.rounds} rounds of the mini stand-ins'
+    )
     print(table.to_string(index=False))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     table.assign(measured=str(datetime.date.today()), threads=torch.get_num_threads()).to_csv(args.out, index=False)
     print(f'written: {args.out}')
     for setting in SETTINGS:
         small, whole = synthesis_seconds(setting, 10), synthesis_seconds(setting, 400)
-        print(f'synthesis of 400 images, {setting}: {small:.2f} s in batches of 10, {whole:.2f} s in one batch ({whole / small:.2f}×)')
+        print(
+            f'synthesis of 400 images, {setting}: {small:.2f} s in batches of 10, '
+            f'{whole:.2f} s in one batch ({whole / small:.2f}×)'
+        )
 
 
 if __name__ == '__main__':

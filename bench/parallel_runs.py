@@ -12,7 +12,11 @@ default-thread runs.
 
     python bench/parallel_runs.py [--rounds 5] [--workers 2]
 """
-import argparse, os, tempfile, time
+
+import argparse
+import os
+import tempfile
+import time
 import torch
 from fedrepro.fedreg import FEDREG
 from fedrepro.results import run_many
@@ -26,7 +30,8 @@ def timed(cfgs, workers, threads):
         return time.perf_counter() - t0, [r.metrics['test_acc'].tolist() for r in results]
 
 
-def gap(a, b): return max(abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb))
+def gap(a, b):
+    return max(abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb))
 
 
 def main():
@@ -35,7 +40,11 @@ def main():
     ap.add_argument('--workers', type=int, default=os.cpu_count())
     args = ap.parse_args()
     cores = os.cpu_count()
-    cfgs = [FEDREG.config('MNIST (two classes)', m, 'mini', seed=s, rounds=args.rounds, device='cpu') for m in ('FedReg', 'FedAvg') for s in (0, 1)]
+    cfgs = [
+        FEDREG.config('MNIST (two classes)', m, 'mini', seed=s, rounds=args.rounds, device='cpu')
+        for m in ('FedReg', 'FedAvg')
+        for s in (0, 1)
+    ]
     base, acc_base = timed(cfgs, 1, cores)
     one, acc_one = timed(cfgs, 1, 1)
     par, acc_par = timed(cfgs, args.workers, cores)
@@ -43,8 +52,10 @@ def main():
     print(f'  baseline, one process at {cores} threads: {base:.1f} s')
     print(f'  one process at 1 thread:             {one:.1f} s  ({base / one:.2f}x the baseline)')
     print(f'  run_many, {args.workers} processes of 1 thread:  {par:.1f} s  ({base / par:.2f}x the baseline)')
-    print(f'  largest accuracy difference, workers vs 1-thread serial: {gap(acc_par, acc_one):.2g} (must be 0); '
-          f'vs {cores}-thread serial: {gap(acc_par, acc_base):.2g}')
+    print(
+        f'  largest accuracy difference, workers vs 1-thread serial: {gap(acc_par, acc_one):.2g} (must be 0); '
+        f'vs {cores}-thread serial: {gap(acc_par, acc_base):.2g}'
+    )
 
 
 if __name__ == '__main__':

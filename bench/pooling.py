@@ -9,8 +9,12 @@ evaluation logits to be the same numbers (`torch.equal`, for which a zero is a z
 
     OMP_NUM_THREADS=1 python bench/pooling.py [--repeats 5] [--steps 50]
 """
-import argparse, statistics, time
-import torch, torch.nn as nn, torch.nn.functional as F
+
+import argparse
+import statistics
+import time
+import torch
+import torch.nn.functional as F
 from fedrepro.models import build_model, with_stock_pools
 
 MODELS = [  # (name, model, options, input shape, training batch): the mini scales' CNNs
@@ -23,7 +27,8 @@ MODELS = [  # (name, model, options, input shape, training batch): the mini scal
 
 def timed(fn, steps: int) -> float:
     t0 = time.perf_counter()
-    for _ in range(steps): fn()
+    for _ in range(steps):
+        fn()
     return (time.perf_counter() - t0) / steps
 
 
@@ -36,18 +41,30 @@ def compare(kind, options, shape, batch, repeats, steps):
     x, y, xe = torch.randn(batch, *shape), torch.randint(0, 10, (batch,)), torch.randn(256, *shape)
     opts = [torch.optim.SGD(m.parameters(), lr=0.01) for m in models]
 
-    def step(m, opt): opt.zero_grad(); F.cross_entropy(m(x), y).backward(); opt.step()
+    def step(m, opt):
+        opt.zero_grad()
+        F.cross_entropy(m(x), y).backward()
+        opt.step()
+
     def forward(m):
-        with torch.inference_mode(): m(xe)
+        with torch.inference_mode():
+            m(xe)
+
     result = {}
-    for what, fns in (('step', [lambda m=m, o=o: step(m, o) for m, o in zip(models, opts)]), ('eval', [lambda m=m: forward(m) for m in models])):
-        for fn in fns: timed(fn, 5)
+    for what, fns in (
+        ('step', [lambda m=m, o=o: step(m, o) for m, o in zip(models, opts)]),
+        ('eval', [lambda m=m: forward(m) for m in models]),
+    ):
+        for fn in fns:
+            timed(fn, 5)
         t = [[], []]
         for _ in range(repeats):
-            for i, fn in enumerate(fns): t[i].append(timed(fn, steps))
+            for i, fn in enumerate(fns):
+                t[i].append(timed(fn, steps))
         result[what] = statistics.median(t[1]) / statistics.median(t[0]), statistics.median(t[0])
     same = all(torch.equal(a, b) for a, b in zip(ours.parameters(), theirs.parameters()))
-    with torch.inference_mode(): same_logits = torch.equal(ours(xe), theirs(xe))
+    with torch.inference_mode():
+        same_logits = torch.equal(ours(xe), theirs(xe))
     return result, same, same_logits
 
 
@@ -56,11 +73,20 @@ def main():
     ap.add_argument('--repeats', type=int, default=5)
     ap.add_argument('--steps', type=int, default=50)
     args = ap.parse_args()
-    print(f'{"model":<22} {"batch":>5}  {"step ms":>7} {"stock/ours":>10}  {"eval ms":>7} {"stock/ours":>10}  same parameters, logits')
+    print(
+        f'{"model":<22} {"batch":>5}  {"step ms":>7} {"stock/ours":>10}  '
+        f'{"eval ms":>7} {"stock/ours":>10}  same parameters, logits'
+    )
     for name, kind, options, shape, batch in MODELS:
         r, same, same_logits = compare(kind, options, shape, batch, args.repeats, args.steps)
-        print(f'{name:<22} {batch:>5}  {r["step"][1] * 1e3:7.2f} {r["step"][0]:10.2f}  {r["eval"][1] * 1e3:7.2f} {r["eval"][0]:10.2f}  {same}, {same_logits}')
-    print(f'torch {torch.__version__}, {torch.get_num_threads()} thread(s); ms: ours, per step or per 256-image forward pass')
+        print(
+            f'{name:<22} {batch:>5}  {r["step"][1] * 1e3:7.2f} {r["step"][0]:10.2f}  '
+            f'{r["eval"][1] * 1e3:7.2f} {r["eval"][0]:10.2f}  {same}, {same_logits}'
+        )
+    print(
+        f'torch {torch.__version__}, {torch.get_num_threads()} thread(s); '
+        'ms: ours, per step or per 256-image forward pass'
+    )
 
 
 if __name__ == '__main__':

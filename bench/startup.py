@@ -9,7 +9,15 @@ fedrepro's modules from source at every start).
 
     python bench/startup.py [--repeats 5]
 """
-import argparse, json, os, statistics, subprocess, sys, tempfile, time
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
 
 ENV = {k: v for k, v in os.environ.items() if k != 'PYTHONDONTWRITEBYTECODE'}
 
@@ -20,14 +28,17 @@ def timed(code: str, repeats: int) -> tuple[float, list[str]]:
     for _ in range(repeats + 1):
         with tempfile.TemporaryDirectory() as out:
             t0 = time.perf_counter()
-            done = subprocess.run([sys.executable, '-c', code.replace('OUT', out)], check=True, capture_output=True, text=True, env=ENV)
-            times.append(time.perf_counter() - t0); outs.append(done.stdout)
+            done = subprocess.run(
+                [sys.executable, '-c', code.replace('OUT', out)], check=True, capture_output=True, text=True, env=ENV
+            )
+            times.append(time.perf_counter() - t0)
+            outs.append(done.stdout)
     return statistics.median(times[1:]), outs[1:]
 
 
 def round_seconds(stdout: str) -> float:
     "The training and evaluation seconds of the run whose summary `fedrepro run` printed."
-    summary = json.loads(stdout[stdout.index('{'):stdout.rindex('}') + 1])
+    summary = json.loads(stdout[stdout.index('{') : stdout.rindex('}') + 1])
     return summary['train_seconds'] + summary['eval_seconds']
 
 
@@ -35,14 +46,21 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--repeats', type=int, default=5)
     args = ap.parse_args()
-    run = ("from fedrepro.cli import main; main(['run', '--dataset', 'mnist5k', '--num-clients', '10', '--rounds', '1', "
-           "'--out', 'OUT', '--no-progress'])")
-    for what, code in (('python', 'pass'), ('import torch', 'import torch'), ('import fedrepro.cli', 'import fedrepro.cli'),
-                       ('import every fedrepro module', 'from fedrepro.core import load_modules; load_modules()'),
-                       ('fedrepro run --dataset mnist5k --num-clients 10 --rounds 1', run)):
+    run = (
+        "from fedrepro.cli import main; main(['run', '--dataset', 'mnist5k', '--num-clients', '10', '--rounds', '1', "
+        "'--out', 'OUT', '--no-progress'])"
+    )
+    for what, code in (
+        ('python', 'pass'),
+        ('import torch', 'import torch'),
+        ('import fedrepro.cli', 'import fedrepro.cli'),
+        ('import every fedrepro module', 'from fedrepro.core import load_modules; load_modules()'),
+        ('fedrepro run --dataset mnist5k --num-clients 10 --rounds 1', run),
+    ):
         seconds, outs = timed(code, args.repeats)
         print(f'{seconds:6.2f} s  {what}')
-        if what == 'import torch': torch_s = seconds
+        if what == 'import torch':
+            torch_s = seconds
     work = statistics.median(map(round_seconds, outs))
     print(f'{work:6.2f} s  of which the round itself: training and the two evaluations (the run\'s summary)')
     print(f'{torch_s + work:6.2f} s  the floor: import torch + the round')

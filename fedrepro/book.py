@@ -4,7 +4,12 @@
 
 # %% ../nbs/09_book.ipynb #907a7352
 from __future__ import annotations
-import configparser, json, os, re, shutil, subprocess
+import configparser
+import json
+import os
+import re
+import shutil
+import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 from .core import check, environment_set
@@ -17,111 +22,185 @@ __all__ = ['REPORT', 'KATEX_VERSION', 'REMOTE', 'README_NOTE', 'project_root', '
 # %% ../nbs/09_book.ipynb #e53b7248
 _env = environment_set
 
+
 @contextmanager
 def _in(path: Path):
     old = Path.cwd()
     os.chdir(path)
-    try: yield
-    finally: os.chdir(old)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
 
 def project_root(start=None) -> Path:
     "The nearest folder at or above `start` (default: the working directory) holding `settings.ini` and `_quarto.yml`."
     here = Path(start or Path.cwd()).resolve()
     for p in (here, *here.parents):
-        if (p / 'settings.ini').is_file() and (p / '_quarto.yml').is_file(): return p
-    raise FileNotFoundError(f'no settings.ini with a _quarto.yml beside it at or above {here}: run from the fedrepro source tree')
+        if (p / 'settings.ini').is_file() and (p / '_quarto.yml').is_file():
+            return p
+    raise FileNotFoundError(
+        f'no settings.ini with a _quarto.yml beside it at or above {here}: run from the fedrepro source tree'
+    )
+
 
 def process(root: Path) -> Path:
     "nbdev-process `root/nbs` into `root/_proc` from scratch and put `_quarto.yml` beside it."
     from nbdev.serve import proc_nbs
+
     proc = root / '_proc'
-    shutil.rmtree(proc, ignore_errors=True)      # from scratch, so deleted notebooks do not linger
-    quiet = 'ignore:Found cells containing imports and other code'      # nbdev's advice to the notebooks' authors, not the book's readers
-    with _in(root), _env(PYTHONWARNINGS=','.join(filter(None, [quiet, os.environ.get('PYTHONWARNINGS')]))):   # its workers are new processes
-        try: proc_nbs(force=True)
-        except Exception as e: raise RuntimeError(f'nbdev could not process the notebooks: {type(e).__name__}: {e}') from e
+    shutil.rmtree(proc, ignore_errors=True)  # from scratch, so deleted notebooks do not linger
+    # nbdev's advice to the notebooks' authors, not the book's readers
+    quiet = 'ignore:Found cells containing imports and other code'
+    with (
+        _in(root),
+        _env(PYTHONWARNINGS=','.join(filter(None, [quiet, os.environ.get('PYTHONWARNINGS')]))),
+    ):  # its workers are new processes
+        try:
+            proc_nbs(force=True)
+        except Exception as e:
+            raise RuntimeError(f'nbdev could not process the notebooks: {type(e).__name__}: {e}') from e
     shutil.copy(root / '_quarto.yml', proc / '_quarto.yml')
     return proc
 
-REPORT = '18_report.ipynb'       # the chapter that judges every paper's claims on the results it is given
+
+REPORT = '18_report.ipynb'  # the chapter that judges every paper's claims on the results it is given
+
 
 def execute_report(root: Path, results: Path) -> Path:
     "Execute the report chapter on `results` (its `results` parameter) into `results/`, beside the jobs it judges."
     import papermill as pm
     from fedrepro.jobs import quiet_kernel
+
     out = Path(results) / REPORT
-    try: pm.execute_notebook(str(root / 'nbs' / REPORT), str(out), parameters={'results': str(Path(results).resolve())}, kernel_name='python3',
-                             cwd=str(root / 'nbs'), progress_bar=False, **quiet_kernel())
+    try:
+        pm.execute_notebook(
+            str(root / 'nbs' / REPORT),
+            str(out),
+            parameters={'results': str(Path(results).resolve())},
+            kernel_name='python3',
+            cwd=str(root / 'nbs'),
+            progress_bar=False,
+            **quiet_kernel(),
+        )
     except pm.PapermillExecutionError as e:
-        raise RuntimeError(f'the report could not be judged on {results}: cell {e.exec_count}: {e.ename}: {e.evalue} (the executed notebook is {out})') from None
+        raise RuntimeError(
+            f'the report could not be judged on {results}: cell {e.exec_count}: {e.ename}: {e.evalue} '
+            f'(the executed notebook is {out})'
+        ) from None
     return out
 
+
 def use_results(root: Path, results: Path) -> list[str]:
-    "Replace processed notebooks by those executed into `results` (reproduction jobs, and the report); returns their names."
+    """Replace processed notebooks by those executed into `results` (reproduction jobs, and the report); returns their
+    names."""
     import nbdev.serve_drv
     from nbdev.serve import FilterDefaults
+
     used = []
     for nb in sorted(Path(results).glob('*.ipynb')):
         for where in ('repro', '.'):
             if (root / 'nbs' / where / nb.name).exists():
-                with _in(root): nbdev.serve_drv.main((nb, root / '_proc' / where / nb.name, FilterDefaults))
+                with _in(root):
+                    nbdev.serve_drv.main((nb, root / '_proc' / where / nb.name, FilterDefaults))
                 used.append(nb.stem)
                 break
     return used
 
+
 def render(proc: Path, quarto: bool = False):
     "Render the processed project `proc` into `proc/_docs` with smalldocs, or with Quarto."
     if quarto:
-        if not shutil.which('quarto'): raise RuntimeError('quarto is not on PATH; render without --quarto to use smalldocs')
-        if rc := subprocess.run(['quarto', 'render', '--no-cache'], cwd=proc).returncode: raise RuntimeError(f'quarto render failed (exit code {rc})')
+        if not shutil.which('quarto'):
+            raise RuntimeError('quarto is not on PATH; render without --quarto to use smalldocs')
+        if rc := subprocess.run(['quarto', 'render', '--no-cache'], cwd=proc).returncode:
+            raise RuntimeError(f'quarto render failed (exit code {rc})')
         return
-    try: from smalldocs.site import build
-    except ImportError: raise RuntimeError("smalldocs is not installed: pip install -e '.[dev]'") from None
-    try: site = build(proc, quiet=True)
-    except Exception as e: raise RuntimeError(f'smalldocs could not render {proc}: {type(e).__name__}: {e}') from e
-    for w in site.warnings:                     # smalldocs names pages after their source and ignores nbdev's output-file
-        if not w.endswith('output-file is not read by smalldocs'): print(f'smalldocs warning: {w}')
+    try:
+        from smalldocs.site import build
+    except ImportError:
+        raise RuntimeError("smalldocs is not installed: pip install -e '.[dev]'") from None
+    try:
+        site = build(proc, quiet=True)
+    except Exception as e:
+        raise RuntimeError(f'smalldocs could not render {proc}: {type(e).__name__}: {e}') from e
+    for w in site.warnings:  # smalldocs names pages after their source and ignores nbdev's output-file
+        if not w.endswith('output-file is not read by smalldocs'):
+            print(f'smalldocs warning: {w}')
+
 
 def build_book(root=None, results=None, quarto: bool = False) -> Path:
     "Process, render and move the site to `root/_docs`; returns that folder."
-    if results: check(Path(results).is_dir(), 'results', str(results), 'a folder `fedrepro reproduce --out` wrote executed notebooks into')
+    if results:
+        check(
+            Path(results).is_dir(),
+            'results',
+            str(results),
+            'a folder `fedrepro reproduce --out` wrote executed notebooks into',
+        )
     root = project_root(root)
     proc = process(root)
     if results:
         execute_report(root, Path(results))
-        print('showing the executed', ', '.join(use_results(root, Path(results).resolve())) or 'no notebooks', 'from', results)
+        print(
+            'showing the executed',
+            ', '.join(use_results(root, Path(results).resolve())) or 'no notebooks',
+            'from',
+            results,
+        )
     render(proc, quarto)
     docs = root / '_docs'
     shutil.rmtree(docs, ignore_errors=True)
     shutil.move(proc / '_docs', docs)
-    if not (docs / 'index.html').is_file(): raise RuntimeError(f'no {docs / "index.html"}: is there an nbs/index.ipynb?')
-    if not quarto:                              # smalldocs: the book reads offline (Quarto writes its own site_libs)
+    if not (docs / 'index.html').is_file():
+        raise RuntimeError(f'no {docs / "index.html"}: is there an nbs/index.ipynb?')
+    if not quarto:  # smalldocs: the book reads offline (Quarto writes its own site_libs)
         localise_links(docs, _site_url(root), own_pages(proc))
         localise_assets(docs)
         localise_search(docs)
     return docs
 
 # %% ../nbs/09_book.ipynb #a1f0c0e1
-KATEX_VERSION = '0.16.11'     # the version smalldocs 0.5.4 loads, and the one in fedrepro/assets/katex
+KATEX_VERSION = '0.16.11'  # the version smalldocs 0.5.4 loads, and the one in fedrepro/assets/katex
 # a remote URL prefix -> the vendored file or folder under site_libs/ that replaces it
-REMOTE = {f'https://cdn.jsdelivr.net/npm/katex@{KATEX_VERSION}/dist/': 'katex/',
-          'https://fonts.googleapis.com/css2?family=Source+Sans+Pro:wght@300;400;700&display=swap': 'source-sans-pro/source-sans-pro.css'}
+REMOTE = {
+    f'https://cdn.jsdelivr.net/npm/katex@{KATEX_VERSION}/dist/': 'katex/',
+    (
+        'https://fonts.googleapis.com/css2?family=Source+Sans+Pro:wght@300;400;700&display=swap'
+    ): 'source-sans-pro/source-sans-pro.css',
+}
 _REMOTE_URL = r'(?:https?:)?//[^\s"\'()<>]+'
 # what a browser fetches as it opens a page: <script src>, <link rel=stylesheet|icon|preload|...>, <img/iframe/... src>,
 # ES-module imports in inline <script>s, and a stylesheet's @import and url()
-_FETCHED_HTML = [re.compile(rf'<(?:script|img|iframe|audio|video|source|embed|track)\b[^>]*?\bsrc=["\']({_REMOTE_URL})["\']', re.I),
-                 re.compile(rf'<link\b(?=[^>]*\brel=["\'][^"\']*\b(?:stylesheet|icon|preload|modulepreload|manifest)\b)[^>]*?\bhref=["\']({_REMOTE_URL})["\']', re.I)]
-_SCRIPT, _IMPORT = re.compile(r'<script\b[^>]*>(.*?)</script>', re.S | re.I), re.compile(rf'\bimport\b[^;\'"]*?["\']({_REMOTE_URL})["\']')
-_FETCHED_CSS = [re.compile(rf'@import\s+(?:url\(\s*)?["\']?({_REMOTE_URL})'), re.compile(rf'\burl\(\s*["\']?({_REMOTE_URL})')]
+_FETCHED_HTML = [
+    re.compile(rf'<(?:script|img|iframe|audio|video|source|embed|track)\b[^>]*?\bsrc=["\']({_REMOTE_URL})["\']', re.I),
+    re.compile(
+        rf'<link\b(?=[^>]*\brel=["\'][^"\']*\b(?:stylesheet|icon|preload|modulepreload|manifest)\b)'
+        rf'[^>]*?\bhref=["\']({_REMOTE_URL})["\']',
+        re.I,
+    ),
+]
+_SCRIPT, _IMPORT = (
+    re.compile(r'<script\b[^>]*>(.*?)</script>', re.S | re.I),
+    re.compile(rf'\bimport\b[^;\'"]*?["\']({_REMOTE_URL})["\']'),
+)
+_FETCHED_CSS = [
+    re.compile(rf'@import\s+(?:url\(\s*)?["\']?({_REMOTE_URL})'),
+    re.compile(rf'\burl\(\s*["\']?({_REMOTE_URL})'),
+]
+
 
 def assets_dir() -> Path:
     "The vendored assets shipped in the package: `fedrepro/assets/`."
     import fedrepro
+
     return Path(fedrepro.__file__).parent / 'assets'
+
 
 def _up(page: Path, docs: Path) -> str:
     "The path from `page`'s folder up to `docs`, such as `../` for `docs/repro/x.html`."
     return '../' * (len(page.relative_to(docs).parts) - 1)
+
 
 def remote_assets(docs) -> list[tuple[str, str]]:
     "Every (file, URL) in `docs` where a page (.html) or stylesheet (.css) loads something from the network."
@@ -130,61 +209,102 @@ def remote_assets(docs) -> list[tuple[str, str]]:
         text = f.read_text(encoding='utf-8', errors='replace')
         pats = _FETCHED_HTML if f.suffix == '.html' else _FETCHED_CSS
         urls = [u for p in pats for u in p.findall(text)]
-        if f.suffix == '.html': urls += [u for js in _SCRIPT.findall(text) for u in _IMPORT.findall(js)]
+        if f.suffix == '.html':
+            urls += [u for js in _SCRIPT.findall(text) for u in _IMPORT.findall(js)]
         urls = dict.fromkeys(urls)
         found += [(f.relative_to(docs).as_posix(), u) for u in urls]
     return found
 
+
 def localise_assets(docs) -> int:
-    "Copy `fedrepro/assets/*` into `docs/site_libs/` and point pages and stylesheets at it instead of the CDNs in `REMOTE`; returns the files changed."
+    """Copy `fedrepro/assets/*` into `docs/site_libs/` and point pages and stylesheets at it instead of the CDNs in
+    `REMOTE`; returns the files changed."""
     docs, libs, changed = Path(docs), Path(docs) / 'site_libs', 0
-    if not (assets_dir() / 'katex' / 'katex.min.js').is_file(): raise RuntimeError(f'{assets_dir()} has no katex/katex.min.js: the package was installed without its data; reinstall it (pip install -e .)')
+    if not (assets_dir() / 'katex' / 'katex.min.js').is_file():
+        raise RuntimeError(
+            f'{assets_dir()} has no katex/katex.min.js: the package was installed without its data; '
+            'reinstall it (pip install -e .)'
+        )
     for src in sorted(p for p in assets_dir().iterdir() if p.is_dir()):
         shutil.copytree(src, libs / src.name, dirs_exist_ok=True)
     for f in sorted(docs.rglob('*.html')) + sorted(libs.rglob('*.css')):
         text = new = f.read_text(encoding='utf-8')
         for url, local in REMOTE.items():
-            here = _up(f, docs) + 'site_libs/' + local if f.suffix == '.html' else os.path.relpath(libs / local, f.parent).replace(os.sep, '/') + ('/' if local.endswith('/') else '')
-            if f.suffix == '.html': new = re.sub(r'(<(?:script|link)\b[^>]*?\b(?:src|href)=["\'])' + re.escape(url), lambda m: m.group(1) + here, new)
-            else: new = re.sub(r'(@import\s+(?:url\(\s*)?["\']?)' + re.escape(url), lambda m: m.group(1) + here, new)
-        if new != text: f.write_text(new, encoding='utf-8'); changed += 1
+            here = (
+                _up(f, docs) + 'site_libs/' + local
+                if f.suffix == '.html'
+                else os.path.relpath(libs / local, f.parent).replace(os.sep, '/') + ('/' if local.endswith('/') else '')
+            )
+            if f.suffix == '.html':
+                new = re.sub(
+                    r'(<(?:script|link)\b[^>]*?\b(?:src|href)=["\'])' + re.escape(url), lambda m: m.group(1) + here, new
+                )
+            else:
+                new = re.sub(r'(@import\s+(?:url\(\s*)?["\']?)' + re.escape(url), lambda m: m.group(1) + here, new)
+        if new != text:
+            f.write_text(new, encoding='utf-8')
+            changed += 1
     if left := remote_assets(docs):
         page, url = left[0]
         more = f' (and {len(left) - 1} more)' if len(left) > 1 else ''
-        raise RuntimeError(f'{page} loads {url} from the network{more}: the book must read offline; vendor it in fedrepro/assets/ and map it in fedrepro.book.REMOTE')
+        raise RuntimeError(
+            f'{page} loads {url} from the network{more}: the book must read offline; '
+            'vendor it in fedrepro/assets/ and map it in fedrepro.book.REMOTE'
+        )
     return changed
 
 # %% ../nbs/09_book.ipynb #a1f0c0e5
 def own_pages(proc) -> dict[str, str]:
-    "nbdev's name for each processed notebook's page (its front matter's `output-file`) -> the page smalldocs writes, named after the notebook."
+    """nbdev's name for each processed notebook's page (its front matter's `output-file`) -> the page smalldocs writes,
+    named after the notebook."""
     proc, pages = Path(proc), {}
     for nb in sorted(proc.rglob('*.ipynb')):
-        if '_docs' in nb.relative_to(proc).parts: continue
+        if '_docs' in nb.relative_to(proc).parts:
+            continue
         cells = json.loads(nb.read_text(encoding='utf-8')).get('cells', [])
         front = ''.join(cells[0].get('source', [])) if cells and cells[0].get('cell_type') == 'raw' else ''
-        if m := re.search(r'^output-file:\s*(\S+?)\s*$', front, re.M): pages[m.group(1)] = nb.relative_to(proc).with_suffix('.html').as_posix()
+        if m := re.search(r'^output-file:\s*(\S+?)\s*$', front, re.M):
+            pages[m.group(1)] = nb.relative_to(proc).with_suffix('.html').as_posix()
     return pages
 
+
 def localise_links(docs, site_url: str, pages: dict[str, str]) -> int:
-    "Point links to `site_url/<nbdev's page name>` at the page of `pages` in `docs`, relative to each page; returns how many."
+    """Point links to `site_url/<nbdev's page name>` at the page of `pages` in `docs`, relative to each page; returns
+    how many."""
     docs, n, ids = Path(docs), 0, {}
-    pat = re.compile(r'(<a\b[^>]*?\bhref=["\'])' + re.escape(site_url.rstrip('/') + '/') + r'([^"\'#?]+)(?:#([^"\']*))?')
+    pat = re.compile(
+        r'(<a\b[^>]*?\bhref=["\'])' + re.escape(site_url.rstrip('/') + '/') + r'([^"\'#?]+)(?:#([^"\']*))?'
+    )
+
     def anchor(page: str, frag: str) -> str:
-        # nbdev links a method or a private function to an anchor only its own `show_doc` writes: its class's, or the page's top
-        if page not in ids: ids[page] = set(re.findall(r'\bid="([^"]+)"', (docs / page).read_text(encoding='utf-8'))) if (docs / page).is_file() else set()
-        if not frag or frag in ids[page]: return frag
+        # nbdev links a method or a private function to an anchor only its own `show_doc` writes: its class's, or the
+        # page's top
+        if page not in ids:
+            ids[page] = (
+                set(re.findall(r'\bid="([^"]+)"', (docs / page).read_text(encoding='utf-8')))
+                if (docs / page).is_file()
+                else set()
+            )
+        if not frag or frag in ids[page]:
+            return frag
         return frag.split('.')[0] if frag.split('.')[0] in ids[page] else ''
+
     for f in sorted(docs.rglob('*.html')):
+
         def local(m, up=_up(f, docs)):
             nonlocal n
-            if m.group(2) not in pages: return m.group(0)
+            if m.group(2) not in pages:
+                return m.group(0)
             n += 1
             page = pages[m.group(2)]
             frag = anchor(page, m.group(3) or '')
             return m.group(1) + up + page + (f'#{frag}' if frag else '')
+
         text = f.read_text(encoding='utf-8')
-        if (new := pat.sub(local, text)) != text: f.write_text(new, encoding='utf-8')
+        if (new := pat.sub(local, text)) != text:
+            f.write_text(new, encoding='utf-8')
     return n
+
 
 def _site_url(root: Path) -> str:
     "Where nbdev says the book is published (settings.ini's doc_host + doc_baseurl): the prefix of its links to names."
@@ -193,24 +313,44 @@ def _site_url(root: Path) -> str:
     return cfg['DEFAULT'].get('doc_host', '').rstrip('/') + cfg['DEFAULT'].get('doc_baseurl', '')
 
 # %% ../nbs/09_book.ipynb #3c582f00
-_FETCH_INDEX = '    try {\n      const r = await fetch(offset + "search.json");'     # smalldocs 0.5.4's search, site_libs/smalldocs.js
+# smalldocs 0.5.4's search, site_libs/smalldocs.js
+_FETCH_INDEX = '    try {\n      const r = await fetch(offset + "search.json");'
 _NO_INDEX = '} catch (e) { index = []; }'
-_FILE_SKIPS_FETCH = '    try {\n      if (location.protocol === "file:") throw new Error("a file:// page cannot fetch");   // fedrepro: search.js instead\n      const r = await fetch(offset + "search.json");'
-_INDEX_SCRIPT = ('} catch (e) { index = await new Promise((done) => { const s = document.createElement("script"); s.src = offset + "search.js"; '
-                 's.onload = () => done(window.smalldocsSearchIndex || []); s.onerror = () => done([]); document.head.appendChild(s); }); }')
+_FILE_SKIPS_FETCH = (
+    '    try {\n'
+    '      if (location.protocol === "file:") throw new Error("a file:// page cannot fetch");'
+    '   // fedrepro: search.js instead\n'
+    '      const r = await fetch(offset + "search.json");'
+)
+_INDEX_SCRIPT = (
+    '} catch (e) { index = await new Promise((done) => { '
+    'const s = document.createElement("script"); s.src = offset + "search.js"; '
+    's.onload = () => done(window.smalldocsSearchIndex || []); s.onerror = () => done([]); '
+    'document.head.appendChild(s); }); }'
+)
+
 
 def localise_search(docs) -> bool:
-    "Give the book `docs` a search that works from `file://`: its index `search.json` also as `search.js`, which smalldocs' search loads there instead of fetching; False where the book has no search index."
+    """Give the book `docs` a search that works from `file://`: its index `search.json` also as `search.js`, which
+    smalldocs' search loads there instead of fetching; False where the book has no search index."""
     docs = Path(docs)
     index, js = docs / 'search.json', docs / 'site_libs' / 'smalldocs.js'
-    if not index.is_file(): return False
+    if not index.is_file():
+        return False
     text = js.read_text(encoding='utf-8')
     if _INDEX_SCRIPT not in text:
         if _FETCH_INDEX not in text or _NO_INDEX not in text:
-            raise RuntimeError(f"{js}: its search does not fetch search.json as fedrepro.book.localise_search expects (smalldocs changed?), "
-                               "so the book's search would find nothing offline; update the patch")
-        js.write_text(text.replace(_FETCH_INDEX, _FILE_SKIPS_FETCH, 1).replace(_NO_INDEX, _INDEX_SCRIPT, 1), encoding='utf-8')
-    (docs / 'search.js').write_text('window.smalldocsSearchIndex = ' + index.read_text(encoding='utf-8').strip() + ';\n', encoding='utf-8')
+            raise RuntimeError(
+                f"{js}: its search does not fetch search.json as fedrepro.book.localise_search expects "
+                "(smalldocs changed?), "
+                "so the book's search would find nothing offline; update the patch"
+            )
+        js.write_text(
+            text.replace(_FETCH_INDEX, _FILE_SKIPS_FETCH, 1).replace(_NO_INDEX, _INDEX_SCRIPT, 1), encoding='utf-8'
+        )
+    (docs / 'search.js').write_text(
+        'window.smalldocsSearchIndex = ' + index.read_text(encoding='utf-8').strip() + ';\n', encoding='utf-8'
+    )
     return True
 
 # %% ../nbs/09_book.ipynb #e35b1ef1
@@ -218,7 +358,8 @@ README_NOTE = '<!-- Generated from nbs/index.ipynb by `fedrepro readme`: edit th
 
 
 def readme_markdown(landing) -> str:
-    "The landing notebook `landing` as GitHub markdown: its markdown cells, and what its code cells display as markdown."
+    """The landing notebook `landing` as GitHub markdown: its markdown cells, and what its code cells display as
+    markdown."""
     parts = []
     for c in json.loads(Path(landing).read_text(encoding='utf-8'))['cells']:
         if c['cell_type'] == 'markdown':

@@ -4,7 +4,10 @@
 
 # %% ../nbs/07_cli.ipynb #af60c537
 from __future__ import annotations
-import argparse, difflib, json, time
+import argparse
+import difflib
+import json
+import time
 from dataclasses import fields, MISSING
 from .core import check, bad_value, DATASETS, PARTITIONS, MODELS, ALGORITHMS
 from .config import ExperimentConfig, model_options
@@ -15,136 +18,254 @@ from .jobs import SCALES, reproductions, jobs, check_job, reproduce
 __all__ = ['config_from_args', 'list_all', 'main']
 
 # %% ../nbs/07_cli.ipynb #cb3a1693
-_TYPES = {'int': int, 'float': float, 'str': str, 'int | None': int, 'float | None': float, 'bool': lambda s: _parse_bool(s)}
+_TYPES = {
+    'int': int,
+    'float': float,
+    'str': str,
+    'int | None': int,
+    'float | None': float,
+    'bool': lambda s: _parse_bool(s),
+}
+
 
 def _parse_bool(text: str) -> bool:
     check(text.lower() in ('true', 'false', '1', '0'), 'a boolean option', text, 'true or false')
     return text.lower() in ('true', '1')
 
-_LITERALS = {'True': True, 'False': False, 'None': None}     # Python's spellings, beside JSON's true, false and null
+
+_LITERALS = {'True': True, 'False': False, 'None': None}  # Python's spellings, beside JSON's true, false and null
+
 
 def _parse_value(text: str):
-    if text in _LITERALS: return _LITERALS[text]
-    try: return json.loads(text)
-    except json.JSONDecodeError: return text
+    if text in _LITERALS:
+        return _LITERALS[text]
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
 
 def _pairs(items) -> list[tuple[str, str]]:
     "`--set key=value` items as (key, text) pairs."
-    for item in items or []: check('=' in item, '--set', item, 'key=value')
+    for item in items or []:
+        check('=' in item, '--set', item, 'key=value')
     return [tuple(item.split('=', 1)) for item in items or []]
+
 
 def _key_values(items) -> dict:
     "`--set key=value` items as a dict, values read as JSON where they parse."
     return {k: _parse_value(v) for k, v in _pairs(items)}
 
+
 def _field_value(name: str, type_: str, text: str):
-    "`--set name=text` for a config field: None where the field may be None, else `text` as the field's type, refused by name."
-    if text in ('None', 'null') and type_.endswith('| None'): return None
-    try: return _TYPES.get(type_, _parse_value)(text)
-    except ValueError: raise bad_value(name, text, f"a value of type {type_.replace(' | None', ' or None')}") from None
+    """`--set name=text` for a config field: None where the field may be None, else `text` as the field's type, refused
+    by name."""
+    if text in ('None', 'null') and type_.endswith('| None'):
+        return None
+    try:
+        return _TYPES.get(type_, _parse_value)(text)
+    except ValueError:
+        raise bad_value(name, text, f"a value of type {type_.replace(' | None', ' or None')}") from None
+
 
 def _merge(name: str, text: str, into: dict):
-    "`--set params={...}` (or `partition_params`, `model_params`): the JSON object's keys added to those the other options give."
+    """`--set params={...}` (or `partition_params`, `model_params`): the JSON object's keys added to those the other
+    options give."""
     value = _parse_value(text)
     check(isinstance(value, dict), name, text, 'a JSON object, e.g. {"mu": 0.01}')
     into.update(value)
 
+
 def _misplaced(key: str, text: str, given: dict) -> ValueError:
     "The error for a `--set` key this run has no place for: where such a key belongs, or the name it is closest to."
     from fedrepro.partitions import scheme_params
-    run = {'partition': ExperimentConfig.partition, 'model': ExperimentConfig.model, 'algorithm': ExperimentConfig.algorithm, **given}
-    homes = {'partition': [s for s in PARTITIONS if key in scheme_params(s)], 'model': [m for m in MODELS if key in model_options(m)],
-             'algorithm': [a for a in ALGORITHMS if key in ALGORITHMS[a].hparams]}
+
+    run = {
+        'partition': ExperimentConfig.partition,
+        'model': ExperimentConfig.model,
+        'algorithm': ExperimentConfig.algorithm,
+        **given,
+    }
+    homes = {
+        'partition': [s for s in PARTITIONS if key in scheme_params(s)],
+        'model': [m for m in MODELS if key in model_options(m)],
+        'algorithm': [a for a in ALGORITHMS if key in ALGORITHMS[a].hparams],
+    }
     where = ' or '.join(f"{kind} {', '.join(map(repr, names))}" for kind, names in homes.items() if names)
     this = f"this run's partition is {run['partition']!r}, model {run['model']!r}, algorithm {run['algorithm']!r}"
-    if where: return bad_value(f'--set {key}', text, f"a parameter of {where}; {this}")
+    if where:
+        return bad_value(f'--set {key}', text, f"a parameter of {where}; {this}")
     names = [f.name for f in fields(ExperimentConfig)] + sorted({k for a in ALGORITHMS for k in ALGORITHMS[a].hparams})
     near = difflib.get_close_matches(key, names, n=1)
-    return bad_value(f'--set {key}', text, (f'no config field or parameter has this name; did you mean {near[0]!r}? ' if near else
-                                            'no config field or parameter has this name; ') + '`fedrepro list` names them')
+    return bad_value(
+        f'--set {key}',
+        text,
+        (
+            f'no config field or parameter has this name; did you mean {near[0]!r}? '
+            if near
+            else 'no config field or parameter has this name; '
+        )
+        + '`fedrepro list` names them',
+    )
+
 
 def config_from_args(args) -> ExperimentConfig:
     "The `ExperimentConfig` for parsed `fedrepro run` arguments."
     from fedrepro.partitions import scheme_params
+
     given = {f.name: getattr(args, f.name) for f in fields(ExperimentConfig) if getattr(args, f.name, None) is not None}
     types = {f.name: f.type for f in fields(ExperimentConfig)}
-    params, mparams, pparams = {}, {}, {k: getattr(args, k) for k in ('classes_per_client', 'alpha') if getattr(args, k, None) is not None}
+    params, mparams, pparams = (
+        {},
+        {},
+        {k: getattr(args, k) for k in ('classes_per_client', 'alpha') if getattr(args, k, None) is not None},
+    )
     for k, v in _pairs(args.set):
-        if types.get(k) == 'dict': _merge(k, v, {'params': params, 'partition_params': pparams, 'model_params': mparams}[k])
-        elif k in types: given[k] = _field_value(k, types[k], v)
-        elif k in scheme_params(given.get('partition', ExperimentConfig.partition)): pparams[k] = _parse_value(v)
-        elif k in model_options(given.get('model', ExperimentConfig.model)): mparams[k] = _parse_value(v)
-        elif k in ALGORITHMS[given.get('algorithm', ExperimentConfig.algorithm)].hparams: params[k] = _parse_value(v)
-        else: raise _misplaced(k, v, given)
+        if types.get(k) == 'dict':
+            _merge(k, v, {'params': params, 'partition_params': pparams, 'model_params': mparams}[k])
+        elif k in types:
+            given[k] = _field_value(k, types[k], v)
+        elif k in scheme_params(given.get('partition', ExperimentConfig.partition)):
+            pparams[k] = _parse_value(v)
+        elif k in model_options(given.get('model', ExperimentConfig.model)):
+            mparams[k] = _parse_value(v)
+        elif k in ALGORITHMS[given.get('algorithm', ExperimentConfig.algorithm)].hparams:
+            params[k] = _parse_value(v)
+        else:
+            raise _misplaced(k, v, given)
     return ExperimentConfig(**given, params=params, partition_params=pparams, model_params=mparams)
 
 
 def _run_parser(sub):
     p = sub.add_parser('run', help='run one federated experiment and write its records')
     for f in fields(ExperimentConfig):
-        if f.type == 'dict': continue
+        if f.type == 'dict':
+            continue
         default = f.default if f.default is not MISSING else None
-        p.add_argument('--' + f.name.replace('_', '-'), dest=f.name, type=_TYPES[f.type], default=None, help=f'(default: {default})')
-    p.add_argument('--classes-per-client', type=int, help="partition parameter (schemes 'classes', 'powerlaw', 'fixed')")
+        p.add_argument(
+            '--' + f.name.replace('_', '-'),
+            dest=f.name,
+            type=_TYPES[f.type],
+            default=None,
+            help=f'(default: {default})',
+        )
+    p.add_argument(
+        '--classes-per-client', type=int, help="partition parameter (schemes 'classes', 'powerlaw', 'fixed')"
+    )
     p.add_argument('--alpha', type=float, help="partition parameter (scheme 'dirichlet')")
-    p.add_argument('--set', action='append', metavar='KEY=VALUE', help='a config field, a partition parameter or an algorithm hyperparameter; repeatable')
+    p.add_argument(
+        '--set',
+        action='append',
+        metavar='KEY=VALUE',
+        help='a config field, a partition parameter or an algorithm hyperparameter; repeatable',
+    )
     p.add_argument('--out', default='runs', help='directory for run directories (default: runs)')
     p.add_argument('--no-progress', action='store_true', help='no progress bar')
-    p.add_argument('--keep-diverged', action='store_true', help='train on after the model diverges (default: stop at that round, exit 1)')
-    p.add_argument('--allow-code-change', action='store_true', help='resume a run that another fedrepro version started')
-    p.add_argument('--deterministic', action='store_true', help="PyTorch's deterministic algorithms: bit-identical reruns on one GPU model")
+    p.add_argument(
+        '--keep-diverged',
+        action='store_true',
+        help='train on after the model diverges (default: stop at that round, exit 1)',
+    )
+    p.add_argument(
+        '--allow-code-change', action='store_true', help='resume a run that another fedrepro version started'
+    )
+    p.add_argument(
+        '--deterministic',
+        action='store_true',
+        help="PyTorch's deterministic algorithms: bit-identical reruns on one GPU model",
+    )
+
 
 def _runs_per_gpu(text: str) -> int:
     "`--runs-per-gpu`'s value: an integer >= 1."
     if not text.strip().isdecimal() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f'{text!r} is not allowed: an integer >= 1, the runs that share one GPU at a time')
+        raise argparse.ArgumentTypeError(
+            f'{text!r} is not allowed: an integer >= 1, the runs that share one GPU at a time'
+        )
     return int(text)
+
 
 def _seed_list(text: str) -> list[int]:
     "`--seeds 0,1,2` as a list, refused by name."
-    try: seeds = [int(x) for x in text.split(',')]
-    except ValueError: seeds = None
-    if seeds is None or min(seeds) < 0: raise argparse.ArgumentTypeError(f'{text!r} is not allowed: comma-separated integers >= 0, e.g. 0,1,2')
+    try:
+        seeds = [int(x) for x in text.split(',')]
+    except ValueError:
+        seeds = None
+    if seeds is None or min(seeds) < 0:
+        raise argparse.ArgumentTypeError(f'{text!r} is not allowed: comma-separated integers >= 0, e.g. 0,1,2')
     return seeds
 
 # %% ../nbs/07_cli.ipynb #5b5e54f9
 def list_all() -> str:
     "What can be named in a config or reproduced, as text."
-    lines = ['datasets:'] + [f'  {n:<12} {DATASETS[n].num_classes} classes, {DATASETS[n].input_shape}  {DATASETS[n].source}' for n in DATASETS]
+    lines = ['datasets:'] + [
+        f'  {n:<12} {DATASETS[n].num_classes} classes, {DATASETS[n].input_shape}  {DATASETS[n].source}'
+        for n in DATASETS
+    ]
     lines += ['partitions: ' + ', '.join(PARTITIONS), 'models: ' + ', '.join(MODELS), 'algorithms:']
     lines += [f'  {n:<12} {ALGORITHMS[n].hparams or ""}' for n in ALGORITHMS]
-    try: lines += ['reproductions: ' + ', '.join(reproductions())]
-    except FileNotFoundError as e: lines += [f'reproductions: ({e})']
+    try:
+        lines += ['reproductions: ' + ', '.join(reproductions())]
+    except FileNotFoundError as e:
+        lines += [f'reproductions: ({e})']
     from fedrepro.core import PAPERS
     from fedrepro.repro import report_papers
-    lines += ['papers:'] + [f'  {k:<8} {len(PAPERS[k].claims)} claims; artefacts: {", ".join(PAPERS[k].artefacts)}' for k in report_papers()]
+
+    lines += ['papers:'] + [
+        f'  {k:<8} {len(PAPERS[k].claims)} claims; artefacts: {", ".join(PAPERS[k].artefacts)}' for k in report_papers()
+    ]
     return '\n'.join(lines)
+
 
 def main(argv=None):
     "The `fedrepro` command."
-    parser = argparse.ArgumentParser(prog='fedrepro', description='Reproductions of federated-learning papers on forgetting under non-IID data.')
+    parser = argparse.ArgumentParser(
+        prog='fedrepro', description='Reproductions of federated-learning papers on forgetting under non-IID data.'
+    )
     sub = parser.add_subparsers(dest='command', required=True)
     _run_parser(sub)
     sub.add_parser('list', help='list datasets, partitions, models, algorithms and reproductions')
     r = sub.add_parser('reproduce', help='run reproduction notebooks with papermill')
-    r.add_argument('names', nargs='*', metavar='name', help="a reproduction notebook (fedrepro list names them), or a paper for all its artefacts; none: every paper's default jobs, as make repro runs them")
+    r.add_argument(
+        'names',
+        nargs='*',
+        metavar='name',
+        help="a reproduction notebook (fedrepro list names them), or a paper for all its artefacts; "
+        "none: every paper's default jobs, as make repro runs them",
+    )
     r.add_argument('--scale', default='mini', choices=SCALES)
     r.add_argument('--out', default='repro_out')
     r.add_argument('--seeds', type=_seed_list, default=None, help='comma-separated, e.g. 0,1,2')
     r.add_argument('--device', default='auto')
     r.add_argument('--data-root', default='data')
-    r.add_argument('--set', action='append', metavar='KEY=VALUE', help="one of the notebook's own parameters, e.g. profile=P; repeatable")
-    r.add_argument('--runs-per-gpu', type=_runs_per_gpu, default=None, help='runs that share one GPU at a time, on every GPU (default: 4, measured on a small CNN)')
-    r.add_argument('--deterministic', action='store_true', help="PyTorch's deterministic algorithms in every run: bit-identical reruns on one GPU model")
+    r.add_argument(
+        '--set',
+        action='append',
+        metavar='KEY=VALUE',
+        help="one of the notebook's own parameters, e.g. profile=P; repeatable",
+    )
+    r.add_argument(
+        '--runs-per-gpu',
+        type=_runs_per_gpu,
+        default=None,
+        help='runs that share one GPU at a time, on every GPU (default: 4, measured on a small CNN)',
+    )
+    r.add_argument(
+        '--deterministic',
+        action='store_true',
+        help="PyTorch's deterministic algorithms in every run: bit-identical reruns on one GPU model",
+    )
     b = sub.add_parser('book', help='render the book into _docs/ (offline with smalldocs, or --quarto)')
     b.add_argument('--results', default=None, help='a reproduce --out folder whose executed notebooks the book shows')
     b.add_argument('--quarto', action='store_true', help='render with Quarto instead of smalldocs')
     sub.add_parser('readme', help='write README.md from the landing notebook, nbs/index.ipynb')
     args = parser.parse_args(argv)
     try:
-        if args.command == 'list': print(list_all())
+        if args.command == 'list':
+            print(list_all())
         elif args.command == 'book':
             from fedrepro.book import build_book
+
             print(f'book: {build_book(results=args.results, quarto=args.quarto) / "index.html"}')
         elif args.command == 'readme':
             from fedrepro.book import write_readme
@@ -152,20 +273,47 @@ def main(argv=None):
             print(f'readme: {write_readme()}')
         elif args.command == 'reproduce':
             from fedrepro.repro import default_jobs
+
             todo, extra, start = jobs(args.names or default_jobs()), _key_values(args.set), time.perf_counter()
-            for name in todo: check_job(name, args.scale, args.device, extra)      # all refused before the first starts
+            for name in todo:
+                check_job(name, args.scale, args.device, extra)  # all refused before the first starts
             for name in todo:
                 t0 = time.perf_counter()
-                path = reproduce(name, args.scale, args.out, args.seeds, args.device, args.data_root, extra=extra,
-                                 runs_per_gpu=args.runs_per_gpu, deterministic=args.deterministic)
+                path = reproduce(
+                    name,
+                    args.scale,
+                    args.out,
+                    args.seeds,
+                    args.device,
+                    args.data_root,
+                    extra=extra,
+                    runs_per_gpu=args.runs_per_gpu,
+                    deterministic=args.deterministic,
+                )
                 print(f'{path}\n{name} at {args.scale}: {(time.perf_counter() - t0) / 60:.1f} min', flush=True)
-            if len(todo) > 1: print(f'{len(todo)} jobs at {args.scale}: {(time.perf_counter() - start) / 60:.1f} min')
+            if len(todo) > 1:
+                print(f'{len(todo)} jobs at {args.scale}: {(time.perf_counter() - start) / 60:.1f} min')
         else:
-            res = run(config_from_args(args), args.out, progress=not args.no_progress, keep_diverged=args.keep_diverged,
-                      allow_code_change=args.allow_code_change, deterministic=args.deterministic or None)
-            print(json.dumps(res.summary, indent=2)); print(f'records: {res.run_dir}')
+            res = run(
+                config_from_args(args),
+                args.out,
+                progress=not args.no_progress,
+                keep_diverged=args.keep_diverged,
+                allow_code_change=args.allow_code_change,
+                deterministic=args.deterministic or None,
+            )
+            print(json.dumps(res.summary, indent=2))
+            print(f'records: {res.run_dir}')
             if d := res.summary.get('diverged'):
-                parser.exit(1, f"fedrepro: the run diverged at round {d['round']} ({d['reason']}); it reports no accuracy"
-                               f"{'' if args.keep_diverged else ' and stopped there (--keep-diverged trains on)'}\n")
-    except (ValueError, TypeError, OSError, RuntimeError) as e:      # OSError: an --out or --data-root that cannot be used, named in e
+                parser.exit(
+                    1,
+                    f"fedrepro: the run diverged at round {d['round']} ({d['reason']}); it reports no accuracy"
+                    f"{'' if args.keep_diverged else ' and stopped there (--keep-diverged trains on)'}\n",
+                )
+    except (
+        ValueError,
+        TypeError,
+        OSError,
+        RuntimeError,
+    ) as e:  # OSError: an --out or --data-root that cannot be used, named in e
         parser.exit(2, f'fedrepro: error: {e}\n')

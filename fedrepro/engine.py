@@ -4,14 +4,27 @@
 
 # %% ../nbs/04_engine.ipynb #1f28691f
 from __future__ import annotations
-import math, time, warnings
+import math
+import time
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-import numpy as np, torch
+import numpy as np
+import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
-from .core import FlatModel, ALGORITHMS, bad_value, check, get_device, numpy_rng, torch_rng, derive_seed, atomic_write
+from fedrepro.core import (
+    FlatModel,
+    ALGORITHMS,
+    bad_value,
+    check,
+    get_device,
+    numpy_rng,
+    torch_rng,
+    derive_seed,
+    atomic_write,
+)
 from .config import ExperimentConfig
 from .data import FedData, load_federated
 from .models import build_model
@@ -29,30 +42,43 @@ def sample_clients(num_clients: int, k: int, seed: int, round: int) -> np.ndarra
 # %% ../nbs/04_engine.ipynb #017dfb0d
 class ClientStore:
     "Per-client state by client id: the `max_in_memory` most recent in RAM, the rest versioned on disk in `path`."
+
     def __init__(self, path=None, max_in_memory: int = 1024):
         self.path, self.max_in_memory = (Path(path) if path else None), max_in_memory
         self._mem, self._disk, self._version, self._stale = OrderedDict(), {}, 0, []
-    def __contains__(self, cid): return cid in self._mem or cid in self._disk
-    def __len__(self): return len(self._mem.keys() | self._disk.keys())
-    def _file(self, cid, v): return self.path / f"client{cid}-v{v}.pt"
+
+    def __contains__(self, cid):
+        return cid in self._mem or cid in self._disk
+
+    def __len__(self):
+        return len(self._mem.keys() | self._disk.keys())
+
+    def _file(self, cid, v):
+        return self.path / f"client{cid}-v{v}.pt"
 
     def get(self, cid: int, default=None):
         "The state of client `cid`, or `default` if it has none."
         if cid in self._mem:
             self._mem.move_to_end(cid)
             return self._mem[cid]
-        if cid in self._disk: return torch.load(self._file(cid, self._disk[cid]), weights_only=False)
+        if cid in self._disk:
+            return torch.load(self._file(cid, self._disk[cid]), weights_only=False)
         return default
 
     def put(self, cid: int, state):
         "Set the state of client `cid`."
-        if cid in self._disk: self._stale.append(self._file(cid, self._disk.pop(cid)))
+        if cid in self._disk:
+            self._stale.append(self._file(cid, self._disk.pop(cid)))
         self._mem[cid] = state
         self._mem.move_to_end(cid)
-        while len(self._mem) > self.max_in_memory: self._spill(*self._mem.popitem(last=False))
+        while len(self._mem) > self.max_in_memory:
+            self._spill(*self._mem.popitem(last=False))
 
     def _spill(self, cid, state):
-        if self.path is None: raise bad_value('max_in_memory', self.max_in_memory, 'enough for every client, or give the store a path to spill to')
+        if self.path is None:
+            raise bad_value(
+                'max_in_memory', self.max_in_memory, 'enough for every client, or give the store a path to spill to'
+            )
         self.path.mkdir(parents=True, exist_ok=True)
         self._version += 1
         atomic_write(self._file(cid, self._version), lambda p: torch.save(state, p))
@@ -61,25 +87,30 @@ class ClientStore:
     def state_dict(self) -> dict:
         "What a checkpoint needs: the in-memory states and which spilled version of each other client is current."
         return {'mem': dict(self._mem), 'disk': dict(self._disk), 'version': self._version}
+
     def committed(self):
         "Call once a checkpoint holding `state_dict()` is on disk: deletes the versions it superseded."
-        for f in self._stale: f.unlink(missing_ok=True)
+        for f in self._stale:
+            f.unlink(missing_ok=True)
         self._stale = []
+
     def load_state_dict(self, sd: dict):
         self._mem, self._disk, self._version, self._stale = OrderedDict(sd['mem']), dict(sd['disk']), sd['version'], []
-        if self.path and self.path.exists():      # versions written after that checkpoint are orphans
+        if self.path and self.path.exists():  # versions written after that checkpoint are orphans
             keep = {self._file(c, v).name for c, v in self._disk.items()}
             for f in self.path.glob('client*-v*.pt'):
-                if f.name not in keep: f.unlink()
+                if f.name not in keep:
+                    f.unlink()
 
 # %% ../nbs/04_engine.ipynb #50b96bd3
 @dataclass
 class ClientContext:
     "What a client update sees: who and when, its data, the flat model it trains and its local schedule."
+
     cid: int
     round: int
     data: FedData
-    indices: torch.Tensor       # the client's train indices into data.x_train
+    indices: torch.Tensor  # the client's train indices into data.x_train
     fm: FlatModel
     lr: float
     batch_size: int
@@ -88,48 +119,66 @@ class ClientContext:
     generator: torch.Generator | None = None
     momentum: float = 0.0
     weight_decay: float = 0.0
-    momentum_buffer: torch.Tensor | None = None   # `sgd_step`'s
-    draws: str = 'passes'       # `batch_schedule`'s: shuffled passes, or independent draws per step
-    dp_clip: float | None = None   # DP-SGD (`dp_backward`): the per-example clipping norm C; None: off
-    dp_noise: float = 0.0          # the noise multiplier sigma
-    dp_generator: torch.Generator | None = None   # the noise's own stream, so the batches are those of a run without DP
-    dp_steps: int = 0              # DP-SGD steps taken, for the accountant
-    @property
-    def n(self) -> int: return len(self.indices)
-    @property
-    def model(self): return self.fm.model
+    momentum_buffer: torch.Tensor | None = None  # `sgd_step`'s
+    draws: str = 'passes'  # `batch_schedule`'s: shuffled passes, or independent draws per step
+    dp_clip: float | None = None  # DP-SGD (`dp_backward`): the per-example clipping norm C; None: off
+    dp_noise: float = 0.0  # the noise multiplier sigma
+    dp_generator: torch.Generator | None = None  # the noise's own stream, so the batches are those of a run without DP
+    dp_steps: int = 0  # DP-SGD steps taken, for the accountant
 
-def batch_schedule(n: int, batch_size: int, epochs: int = 1, steps: int | None = None, generator=None, draws: str = 'passes'):
-    "Positions `0..n-1` in shuffled mini-batches: `epochs` passes, or exactly `steps` batches; `draws='independent'`: each of the `steps` batches a fresh draw without replacement."
+    @property
+    def n(self) -> int:
+        return len(self.indices)
+
+    @property
+    def model(self):
+        return self.fm.model
+
+
+def batch_schedule(
+    n: int, batch_size: int, epochs: int = 1, steps: int | None = None, generator=None, draws: str = 'passes'
+):
+    """Positions `0..n-1` in shuffled mini-batches: `epochs` passes, or exactly `steps` batches; `draws='independent'`:
+    each of the `steps` batches a fresh draw without replacement."""
     if draws == 'independent':
-        for _ in range(steps): yield torch.randperm(n, generator=generator)[:batch_size]
+        for _ in range(steps):
+            yield torch.randperm(n, generator=generator)[:batch_size]
         return
     done = 0
     for _ in range(epochs if steps is None else 10**12):
         perm = torch.randperm(n, generator=generator)
         for i in range(0, n, batch_size):
-            if steps is not None and done == steps: return
-            yield perm[i:i + batch_size]
+            if steps is not None and done == steps:
+                return
+            yield perm[i : i + batch_size]
             done += 1
 
 # %% ../nbs/04_engine.ipynb #a7d1c0e2
 def per_example_grads(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn=F.cross_entropy) -> dict:
-    "Each example's gradient of `loss_fn` at `model`'s parameters, by `torch.func`: parameter name -> tensor of shape `(len(x), *param.shape)`."
+    """Each example's gradient of `loss_fn` at `model`'s parameters, by `torch.func`: parameter name -> tensor of shape
+    `(len(x), *param.shape)`."""
     params = {k: v.detach() for k, v in model.named_parameters()}
     buffers = {k: v.detach() for k, v in model.named_buffers()}
-    def loss(p, xi, yi): return loss_fn(functional_call(model, (p, buffers), (xi[None],)), yi[None])
+
+    def loss(p, xi, yi):
+        return loss_fn(functional_call(model, (p, buffers), (xi[None],)), yi[None])
+
     return vmap(grad(loss), in_dims=(None, 0, 0))(params, x, y)
+
 
 def per_example_norms(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     "The L2 norm of each example's cross-entropy gradient over all parameters."
     return torch.stack([g.flatten(1).pow(2).sum(1) for g in per_example_grads(model, x, y).values()]).sum(0).sqrt()
 
+
 def clip_factors(norms: torch.Tensor, clip: float) -> torch.Tensor:
     "$\\min(1, C/\\lVert g_i\\rVert)$: what brings each gradient to norm at most `clip`; exactly 1 when `clip` is inf."
     return (clip / norms).clamp(max=1.0)
 
+
 def dp_backward(ctx: ClientContext, x: torch.Tensor, y: torch.Tensor, logits: torch.Tensor):
-    "DP-SGD's gradient into `ctx.fm.grad`: the per-example clipped cross-entropy gradients summed, $\\sigma C$ Gaussian noise added, divided by the batch size."
+    """DP-SGD's gradient into `ctx.fm.grad`: the per-example clipped cross-entropy gradients summed, $\\sigma C$
+    Gaussian noise added, divided by the batch size."""
     c = clip_factors(per_example_norms(ctx.model, x, y), ctx.dp_clip)
     (F.cross_entropy(logits, y, reduction='none') * c).sum().div(len(y)).backward()
     if ctx.dp_noise:
@@ -137,40 +186,57 @@ def dp_backward(ctx: ClientContext, x: torch.Tensor, y: torch.Tensor, logits: to
         ctx.fm.grad.add_(noise.to(ctx.fm.grad.device), alpha=ctx.dp_noise * ctx.dp_clip / len(y))
     ctx.dp_steps += 1
 
+
 def dp_epsilon(sample_rate: float, noise_multiplier: float, steps: int, delta: float) -> float:
-    "The epsilon at `delta` of `steps` DP-SGD steps at `sample_rate` and `noise_multiplier`, by Opacus's RDP accountant (inf without noise)."
+    """The epsilon at `delta` of `steps` DP-SGD steps at `sample_rate` and `noise_multiplier`, by Opacus's RDP
+    accountant (inf without noise)."""
     return dp_epsilon_of([(sample_rate, steps)], noise_multiplier, delta)
+
 
 def dp_epsilon_of(history: list, noise_multiplier: float, delta: float) -> float:
     "The epsilon at `delta` of the composed `(sample_rate, steps)` phases of `history`, by Opacus's RDP accountant."
     from opacus.accountants import RDPAccountant
+
     history = [(q, s) for q, s in history if s > 0]
-    if not history: return 0.0
-    if noise_multiplier <= 0 or not math.isfinite(noise_multiplier): return math.inf
+    if not history:
+        return 0.0
+    if noise_multiplier <= 0 or not math.isfinite(noise_multiplier):
+        return math.inf
     acc = RDPAccountant()
     acc.history = [(noise_multiplier, q, s) for q, s in history]
-    with warnings.catch_warnings():       # tiny noise: the best order is Opacus's smallest, and it says so at every call
+    with warnings.catch_warnings():  # tiny noise: the best order is Opacus's smallest, and it says so at every call
         warnings.simplefilter('ignore', UserWarning)
         return float(acc.get_epsilon(delta))
 
 # %% ../nbs/04_engine.ipynb #9e289509
 def sgd_step(ctx: ClientContext, d: torch.Tensor):
-    "`torch.optim.SGD`'s update of `ctx.fm.params` along the gradient `d`, with `ctx`'s lr, weight decay and momentum (no dampening or Nesterov)."
+    """`torch.optim.SGD`'s update of `ctx.fm.params` along the gradient `d`, with `ctx`'s lr, weight decay and momentum
+    (no dampening or Nesterov)."""
     p = ctx.fm.params
-    if ctx.weight_decay: d = d.add(p, alpha=ctx.weight_decay)
+    if ctx.weight_decay:
+        d = d.add(p, alpha=ctx.weight_decay)
     if ctx.momentum:
-        if ctx.momentum_buffer is None: ctx.momentum_buffer = d.clone()
-        else: ctx.momentum_buffer.mul_(ctx.momentum).add_(d)
+        if ctx.momentum_buffer is None:
+            ctx.momentum_buffer = d.clone()
+        else:
+            ctx.momentum_buffer.mul_(ctx.momentum).add_(d)
         d = ctx.momentum_buffer
     p.add_(d, alpha=-ctx.lr)
 
+
 class LocalHooks:
     "The default local objective and step: cross-entropy and SGD. Algorithms override these."
-    def loss(self, ctx: ClientContext, x, y, logits, z): return F.cross_entropy(logits, y)
-    def step(self, ctx: ClientContext): sgd_step(ctx, ctx.fm.grad)
+
+    def loss(self, ctx: ClientContext, x, y, logits, z):
+        return F.cross_entropy(logits, y)
+
+    def step(self, ctx: ClientContext):
+        sgd_step(ctx, ctx.fm.grad)
+
 
 def local_sgd(ctx: ClientContext, hooks: LocalHooks = LocalHooks()) -> int:
-    "Train `ctx.fm` on the client's data with `hooks`' loss (DP-SGD's clipped, noised cross-entropy gradient when `ctx.dp_clip` is set) and step; returns the number of steps taken."
+    """Train `ctx.fm` on the client's data with `hooks`' loss (DP-SGD's clipped, noised cross-entropy gradient when
+    `ctx.dp_clip` is set) and step; returns the number of steps taken."""
     fm, data, model = ctx.fm, ctx.data, ctx.fm.model
     model.train()
     steps = 0
@@ -180,8 +246,10 @@ def local_sgd(ctx: ClientContext, hooks: LocalHooks = LocalHooks()) -> int:
         fm.grad.zero_()
         z = model.features(x)
         logits = model.classifier(z)
-        if ctx.dp_clip is None: hooks.loss(ctx, x, y, logits, z).backward()
-        else: dp_backward(ctx, x, y, logits)
+        if ctx.dp_clip is None:
+            hooks.loss(ctx, x, y, logits, z).backward()
+        else:
+            dp_backward(ctx, x, y, logits)
         hooks.step(ctx)
         steps += 1
     return steps
@@ -189,6 +257,7 @@ def local_sgd(ctx: ClientContext, hooks: LocalHooks = LocalHooks()) -> int:
 # %% ../nbs/04_engine.ipynb #84b617fa
 class Algorithm(LocalHooks):
     "FedAvg's server and client sides; methods override the parts they change."
+
     name, hparams = 'fedavg', {}
 
     def __init__(self, cfg: ExperimentConfig, x0: torch.Tensor):
@@ -197,101 +266,191 @@ class Algorithm(LocalHooks):
     @classmethod
     def check_params(cls, params: dict):
         "Refuse hyperparameters this method does not have."
-        for k in params: check(k in cls.hparams, f'params[{k!r}]', params[k], f'a hyperparameter of {cls.name}: one of {sorted(cls.hparams)}')
+        for k in params:
+            check(
+                k in cls.hparams,
+                f'params[{k!r}]',
+                params[k],
+                f'a hyperparameter of {cls.name}: one of {sorted(cls.hparams)}',
+            )
 
     @classmethod
     def switched_off(cls, cfg) -> str | None:
-        "Why `cfg`'s hyperparameters leave nothing of this method but FedAvg, or None; the config warns, as that is rarely meant."
+        """Why `cfg`'s hyperparameters leave nothing of this method but FedAvg, or None; the config warns, as that is
+        rarely meant."""
         return None
 
     # ---- server side
-    def broadcast(self) -> dict: return {'x': self.x}
+    def broadcast(self) -> dict:
+        return {'x': self.x}
+
     def aggregate(self, ups: list[dict]):
         "The server's new model: the mean of the clients' models, weighted by samples or uniform (`cfg.weighting`)."
-        self.x = weighted_mean([u['x'] for u in ups], [u['n'] for u in ups] if self.cfg.weighting == 'samples' else None)
-    def payload(self, d: int) -> dict: return {'up': d, 'down': d}
+        self.x = weighted_mean(
+            [u['x'] for u in ups], [u['n'] for u in ups] if self.cfg.weighting == 'samples' else None
+        )
+
+    def payload(self, d: int) -> dict:
+        return {'up': d, 'down': d}
+
     def layout(self, fm: FlatModel):
-        "Called once with the run's flat model, before any round, wherever the method's object lives (the engine; a Flower server and each client process): what the server side derives from the model's layout (FedGC's blocks); nothing by default."
+        "What the server side derives from the model's layout (FedGC's blocks); nothing by default."
+
     def diagnostics(self) -> dict:
-        "Numbers of the round just aggregated that the run records beside its metrics (FedGC's projections); none by default."
+        """Numbers of the round just aggregated that the run records beside its metrics (FedGC's projections); none by
+        default."""
         return {}
-    def state_dict(self) -> dict: return {'x': self.x}
-    def load_state_dict(self, sd: dict): self.x = sd['x']
+
+    def state_dict(self) -> dict:
+        return {'x': self.x}
+
+    def load_state_dict(self, sd: dict):
+        self.x = sd['x']
 
     # ---- client side
     def schedule(self, ctx: ClientContext) -> dict:
         "The local schedule: batch size, epochs and steps (from the config by default)."
         return dict(batch_size=self.cfg.batch_size, epochs=self.cfg.local_epochs, steps=self.cfg.local_steps)
+
     def client_update(self, ctx: ClientContext, down: dict, state=None):
         ctx.fm.load_(down['x'])
         local_sgd(ctx, self)
         return {'x': ctx.fm.snapshot(), 'n': ctx.n}, state
 
+
 def check_hparam(params: dict, key: str, ok, allowed: str):
-    "Refuse `params[key]` (when given) unless it is a finite number for which `ok(value)` holds; for `check_params` overrides."
+    """Refuse `params[key]` (when given) unless it is a finite number for which `ok(value)` holds; for `check_params`
+    overrides."""
     v = params.get(key)
-    if key in params: check(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and ok(v), f'params[{key!r}]', v, allowed)
+    if key in params:
+        check(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and ok(v),
+            f'params[{key!r}]',
+            v,
+            allowed,
+        )
+
 
 def weighted_mean(xs: list, weights=None) -> torch.Tensor:
     "$\\sum_i w_i x_i / \\sum_i w_i$ (uniform when `weights` is None), accumulated without stacking."
     w = np.ones(len(xs)) if weights is None else np.asarray(weights, dtype=np.float64)
     out = torch.zeros_like(xs[0])
-    for x, wi in zip(xs, w / w.sum()): out.add_(x, alpha=float(wi))
+    for x, wi in zip(xs, w / w.sum()):
+        out.add_(x, alpha=float(wi))
     return out
 
 # %% ../nbs/04_engine.ipynb #5ca96a17
 @torch.inference_mode()
-def evaluate(model, x: torch.Tensor, y: torch.Tensor, batch_size: int = 256, prepare=None, num_classes: int | None = None) -> dict:
-    "Accuracy and mean cross-entropy of `model` on `(x, y)`, `batch_size` inputs a pass; `prepare` turns a stored batch into model input; with `num_classes`, each class's accuracy too (`class_acc`, NaN for a class `y` lacks)."
+def evaluate(
+    model, x: torch.Tensor, y: torch.Tensor, batch_size: int = 256, prepare=None, num_classes: int | None = None
+) -> dict:
+    "Accuracy and mean cross-entropy of `model` on `(x, y)`, `batch_size` inputs a pass."
     model.eval()
     logits = torch.cat([model(prepare(xb) if prepare else xb) for xb in x.split(batch_size)])
     hit = logits.argmax(1) == y
-    out = {'test_acc': hit.sum().item() / len(y), 'test_loss': F.cross_entropy(logits, y, reduction='sum').item() / len(y)}
+    out = {
+        'test_acc': hit.sum().item() / len(y),
+        'test_loss': F.cross_entropy(logits, y, reduction='sum').item() / len(y),
+    }
     if num_classes is not None:
-        right, total = (torch.bincount(t, minlength=num_classes).double() for t in (y[hit], y))   # unweighted: deterministic on CUDA
-        out['class_acc'] = (right / total).tolist()          # 0/0: NaN
+        right, total = (
+            torch.bincount(t, minlength=num_classes).double() for t in (y[hit], y)
+        )  # unweighted: deterministic on CUDA
+        out['class_acc'] = (right / total).tolist()  # 0/0: NaN
     return out
 
 # %% ../nbs/04_engine.ipynb #c4ef8064
 def synchronize(device):
-    "Wait until `device` has done the work queued on it (CUDA runs kernels asynchronously), so that a clock read next counts it; on the CPU there is nothing to wait for."
-    if device.type == 'cuda': torch.cuda.synchronize(device)
+    """Wait until `device` has done the work queued on it (CUDA runs kernels asynchronously), so that a clock read next
+    counts it; on the CPU there is nothing to wait for."""
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
+
 
 def config_data(cfg: ExperimentConfig, device='cpu') -> FedData:
-    "The federated data a run of `cfg` sees: its dataset split over its clients, with its auxiliary set, test subset and input pipeline, on `device`."
-    return load_federated(cfg.dataset, cfg.partition, cfg.num_clients, cfg.seed, cfg.data_root, device, cfg.download,
-                          cfg.aux_per_class, cfg.aux_from, cfg.test_size, **cfg.partition_params).with_pipeline(cfg.augment, cfg.normalize)
+    """The federated data a run of `cfg` sees: its dataset split over its clients, with its auxiliary set, test subset
+    and input pipeline, on `device`."""
+    return load_federated(
+        cfg.dataset,
+        cfg.partition,
+        cfg.num_clients,
+        cfg.seed,
+        cfg.data_root,
+        device,
+        cfg.download,
+        cfg.aux_per_class,
+        cfg.aux_from,
+        cfg.test_size,
+        **cfg.partition_params,
+    ).with_pipeline(cfg.augment, cfg.normalize)
+
 
 class Federation:
     "One config's data, model, algorithm and client store; runs a round at a time."
+
     def __init__(self, cfg: ExperimentConfig, data: FedData | None = None, store: ClientStore | None = None):
         self.cfg, self.device = cfg, get_device(cfg.device)
-        data = config_data(cfg, self.device) if data is None else data.with_pipeline(cfg.augment, cfg.normalize)   # data given: the config's pipeline too
+        data = (
+            config_data(cfg, self.device) if data is None else data.with_pipeline(cfg.augment, cfg.normalize)
+        )  # data given: the config's pipeline too
         self.data = data.to(self.device)
-        check(self.data.num_clients == cfg.num_clients, 'num_clients', cfg.num_clients, f'the {self.data.num_clients} clients of the data given')
-        model = build_model(cfg.model, self.data.input_shape, self.data.num_classes, seed=derive_seed(cfg.seed, 'init'), device=self.device,
-                            **cfg.model_params)
+        check(
+            self.data.num_clients == cfg.num_clients,
+            'num_clients',
+            cfg.num_clients,
+            f'the {self.data.num_clients} clients of the data given',
+        )
+        model = build_model(
+            cfg.model,
+            self.data.input_shape,
+            self.data.num_classes,
+            seed=derive_seed(cfg.seed, 'init'),
+            device=self.device,
+            **cfg.model_params,
+        )
         self.fm = FlatModel(model)
-        self.store = store if store is not None else ClientStore()   # an empty store is falsy: test for None
+        self.store = store if store is not None else ClientStore()  # an empty store is falsy: test for None
         self.algo = ALGORITHMS[cfg.algorithm](cfg, self.fm.snapshot())
         self.algo.layout(self.fm)
-        if cfg.dp_clip is not None: self._check_dp()
-        self.dp_history = {}          # DP-SGD: client id -> {sampling rate: steps}, for the accountant
+        if cfg.dp_clip is not None:
+            self._check_dp()
+        self.dp_history = {}  # DP-SGD: client id -> {sampling rate: steps}, for the accountant
 
     def _check_dp(self):
-        cfg = self.cfg                    # the method's loss is checked by the config; the model's buffers can only be seen here
-        check(self.fm.num_buffers == 0, 'dp_clip', cfg.dp_clip, f'None for model {cfg.model}: its running statistics mix the examples of a batch')
+        cfg = self.cfg  # the method's loss is checked by the config; the model's buffers can only be seen here
+        check(
+            self.fm.num_buffers == 0,
+            'dp_clip',
+            cfg.dp_clip,
+            f'None for model {cfg.model}: its running statistics mix the examples of a batch',
+        )
 
     def context(self, cid: int, round: int) -> ClientContext:
-        ctx = ClientContext(cid, round, self.data, self.data.clients[cid], self.fm, self.cfg.lr, self.cfg.batch_size,
-                            generator=torch_rng(self.cfg.seed, round, cid, 'batches'), momentum=self.cfg.momentum, weight_decay=self.cfg.weight_decay)
+        ctx = ClientContext(
+            cid,
+            round,
+            self.data,
+            self.data.clients[cid],
+            self.fm,
+            self.cfg.lr,
+            self.cfg.batch_size,
+            generator=torch_rng(self.cfg.seed, round, cid, 'batches'),
+            momentum=self.cfg.momentum,
+            weight_decay=self.cfg.weight_decay,
+        )
         if self.cfg.dp_clip is not None:
-            ctx.dp_clip, ctx.dp_noise, ctx.dp_generator = self.cfg.dp_clip, self.cfg.dp_noise, torch_rng(self.cfg.seed, round, cid, 'dp_noise')
-        for k, v in self.algo.schedule(ctx).items(): setattr(ctx, k, v)
+            ctx.dp_clip, ctx.dp_noise, ctx.dp_generator = (
+                self.cfg.dp_clip,
+                self.cfg.dp_noise,
+                torch_rng(self.cfg.seed, round, cid, 'dp_noise'),
+            )
+        for k, v in self.algo.schedule(ctx).items():
+            setattr(ctx, k, v)
         return ctx
 
     def client_update(self, cid: int, t: int, down: dict, state=None) -> tuple:
-        "Client `cid`'s part of round `t` alone: torch seeded from `(seed, t, cid)`, its context, the method's update from the broadcast `down` and its `state`; returns `(upload, new state, context)`."
+        """Client `cid`'s part of round `t` alone: torch seeded from `(seed, t, cid)`, its context, the method's update
+        from the broadcast `down` and its `state`; returns `(upload, new state, context)`."""
         torch.manual_seed(derive_seed(self.cfg.seed, t, cid, 'torch'))
         ctx = self.context(cid, t)
         up, state = self.algo.client_update(ctx, down, state)
@@ -302,29 +461,39 @@ class Federation:
         return t % self.cfg.eval_every == 0 or t == self.cfg.rounds
 
     def round(self, t: int, after_client=None) -> dict:
-        "Run round `t` (1-based); returns the clients, local-training seconds, parameters sent, the method's diagnostics and, with `cfg.eval_local` at an evaluated round, each client's local model's test metrics (`local`). `after_client(cid, ctx)` is called right after each client's update."
+        "Run round `t` (1-based); returns the clients, local-training seconds, parameters sent and diagnostics."
         cfg, algo = self.cfg, self.algo
         clients = sample_clients(cfg.num_clients, cfg.clients_per_round, cfg.seed, t)
         down, ups, local, aside = algo.broadcast(), [], [], 0.0
         eval_local = cfg.eval_local and self.evaluates(t)
-        synchronize(self.device); t0 = time.perf_counter()
+        synchronize(self.device)
+        t0 = time.perf_counter()
         for cid in clients.tolist():
             up, state, ctx = self.client_update(cid, t, down, self.store.get(cid))
-            if after_client is not None: after_client(cid, ctx)
+            if after_client is not None:
+                after_client(cid, ctx)
             if eval_local:
                 mode = self.fm.model.training
                 local.append({'client': cid, **self.evaluate_model(per_class=True)})
                 self.fm.model.train(mode)
                 aside += local[-1]['eval_seconds']
-            if state is not None: self.store.put(cid, state)
-            if ctx.dp_steps: self._account(ctx)
+            if state is not None:
+                self.store.put(cid, state)
+            if ctx.dp_steps:
+                self._account(ctx)
             ups.append(up)
-        synchronize(self.device); train_s = time.perf_counter() - t0 - aside
+        synchronize(self.device)
+        train_s = time.perf_counter() - t0 - aside
         algo.aggregate(ups)
         p = algo.payload(self.fm.numel)
         dp = {} if cfg.dp_clip is None else {'dp_epsilon': self.dp_epsilon()}
-        out = {'clients': clients, 'train_seconds': train_s, 'up_params': p['up'] * len(clients), 'down_params': p['down'] * len(clients),
-               'diagnostics': {**algo.diagnostics(), **dp}}
+        out = {
+            'clients': clients,
+            'train_seconds': train_s,
+            'up_params': p['up'] * len(clients),
+            'down_params': p['down'] * len(clients),
+            'diagnostics': {**algo.diagnostics(), **dp},
+        }
         return {**out, 'local': local} if eval_local else out
 
     def _account(self, ctx: ClientContext):
@@ -333,8 +502,9 @@ class Federation:
         rates[q] = rates.get(q, 0) + ctx.dp_steps
 
     def dp_epsilons(self) -> dict:
-        "DP-SGD's privacy spent so far by each client that took DP steps: its epsilon at `cfg.dp_delta`, its steps composed by Opacus's RDP accountant."
-        sigma = self.cfg.dp_noise if math.isfinite(self.cfg.dp_clip) else 0.0        # no clipping: no finite sensitivity
+        """DP-SGD's privacy spent so far by each client that took DP steps: its epsilon at `cfg.dp_delta`, its steps
+        composed by Opacus's RDP accountant."""
+        sigma = self.cfg.dp_noise if math.isfinite(self.cfg.dp_clip) else 0.0  # no clipping: no finite sensitivity
         return {cid: dp_epsilon_of(list(h.items()), sigma, self.cfg.dp_delta) for cid, h in self.dp_history.items()}
 
     def dp_epsilon(self) -> float:
@@ -342,22 +512,33 @@ class Federation:
         return max(self.dp_epsilons().values(), default=0.0)
 
     def evaluate(self, per_class: bool = False) -> dict:
-        "Test accuracy and loss of the current global model (with `per_class`, each class's accuracy too), and the seconds it took."
-        synchronize(self.device); t0 = time.perf_counter()
+        """Test accuracy and loss of the current global model (with `per_class`, each class's accuracy too), and the
+        seconds it took."""
+        synchronize(self.device)
+        t0 = time.perf_counter()
         self.fm.load_(self.algo.x)
         return {**self.evaluate_model(per_class), 'eval_seconds': time.perf_counter() - t0}
 
     def evaluate_model(self, per_class: bool = False) -> dict:
-        "Test accuracy and loss of the model the flat view holds now (the global one, or a client's right after its update), each class's accuracy with `per_class`, and the seconds it took."
-        synchronize(self.device); t0 = time.perf_counter()
-        m = evaluate(self.fm.model, self.data.x_test, self.data.y_test, self.cfg.eval_batch_size, self.data.prepare,
-                     self.data.num_classes if per_class else None)
+        """Test accuracy and loss of the model the flat view holds now (the global one, or a client's right after its
+        update), each class's accuracy with `per_class`, and the seconds it took."""
+        synchronize(self.device)
+        t0 = time.perf_counter()
+        m = evaluate(
+            self.fm.model,
+            self.data.x_test,
+            self.data.y_test,
+            self.cfg.eval_batch_size,
+            self.data.prepare,
+            self.data.num_classes if per_class else None,
+        )
         synchronize(self.device)
         return {**m, 'eval_seconds': time.perf_counter() - t0}
 
     def state_dict(self) -> dict:
         sd = {'algo': self.algo.state_dict(), 'store': self.store.state_dict()}
         return sd if self.cfg.dp_clip is None else {**sd, 'dp_history': self.dp_history}
+
     def load_state_dict(self, sd: dict):
         self.algo.load_state_dict(sd['algo'])
         self.store.load_state_dict(sd['store'])

@@ -17,111 +17,198 @@ __all__ = ['SCALES', 'repro_dir', 'reproductions', 'job_path', 'job_parameters',
 # %% ../nbs/07a_jobs.ipynb #134b0239
 SCALES = ('paper', 'mini', 'smoke')
 
+
 def repro_dir() -> Path:
-    "The folder of reproduction notebooks: `nbs/repro` of the source tree fedrepro is installed from, or of the working directory."
+    """The folder of reproduction notebooks: `nbs/repro` of the source tree fedrepro is installed from, or of the
+    working directory."""
     for root in (Path(fedrepro.__file__).resolve().parent.parent, Path.cwd()):
-        if (root / 'nbs' / 'repro').is_dir(): return root / 'nbs' / 'repro'
-    raise FileNotFoundError("no nbs/repro folder found: install fedrepro from its source tree (pip install -e .) or run from it")
+        if (root / 'nbs' / 'repro').is_dir():
+            return root / 'nbs' / 'repro'
+    raise FileNotFoundError(
+        "no nbs/repro folder found: install fedrepro from its source tree (pip install -e .) or run from it"
+    )
+
 
 def reproductions() -> list[str]:
-    "The names of the reproduction notebooks: `nbs/repro`'s, and those of a registered paper that keeps its jobs elsewhere (`Paper.job_dir`)."
+    """The names of the reproduction notebooks: `nbs/repro`'s, and those of a registered paper that keeps its jobs
+    elsewhere (`Paper.job_dir`)."""
     from fedrepro.core import PAPERS
-    own = [a for k in PAPERS if PAPERS[k].job_dir for a in PAPERS[k].artefacts if (Path(PAPERS[k].job_dir) / f'{a}.ipynb').is_file()]
+
+    own = [
+        a
+        for k in PAPERS
+        if PAPERS[k].job_dir
+        for a in PAPERS[k].artefacts
+        if (Path(PAPERS[k].job_dir) / f'{a}.ipynb').is_file()
+    ]
     return sorted({p.stem for p in repro_dir().glob('*.ipynb')} | set(own))
+
 
 def job_path(name: str) -> Path:
     "The notebook of job `name`: in `nbs/repro`, or in the `job_dir` of the paper that declares it."
     from fedrepro.core import PAPERS
-    return next((Path(PAPERS[k].job_dir) / f'{name}.ipynb' for k in PAPERS if PAPERS[k].job_dir and name in PAPERS[k].artefacts),
-                repro_dir() / f'{name}.ipynb')
 
-_COMMON = ('scale', 'seeds', 'device', 'data_root', 'out_dir')     # the parameters every reproduction notebook has
+    return next(
+        (
+            Path(PAPERS[k].job_dir) / f'{name}.ipynb'
+            for k in PAPERS
+            if PAPERS[k].job_dir and name in PAPERS[k].artefacts
+        ),
+        repro_dir() / f'{name}.ipynb',
+    )
+
+
+_COMMON = ('scale', 'seeds', 'device', 'data_root', 'out_dir')  # the parameters every reproduction notebook has
+
 
 def job_parameters(name: str) -> list[str]:
     "The parameters reproduction notebook `name` has beyond the common ones (e.g. `workers`, `profile`)."
     import papermill as pm
+
     return [k for k in pm.inspect_notebook(str(job_path(name))) if k not in _COMMON]
 
+
 def jobs(names) -> list[str]:
-    "The reproduction notebooks `names` ask for, in order and once each: a notebook's name, or a paper's key for all its artefacts in the order the paper declares them."
+    """The reproduction notebooks `names` ask for, in order and once each: a notebook's name, or a paper's key for all
+    its artefacts in the order the paper declares them."""
     known, out = reproductions(), []
     for n in names:
-        if n in known: out.append(n); continue
-        from fedrepro.core import PAPERS                                      # imports every paper: only for a name that is not a notebook
-        check(n in PAPERS, 'reproduction', n, f'one of {known}, or a paper for all its artefacts: one of {list(PAPERS)}')
+        if n in known:
+            out.append(n)
+            continue
+        from fedrepro.core import PAPERS  # imports every paper: only for a name that is not a notebook
+
+        check(
+            n in PAPERS, 'reproduction', n, f'one of {known}, or a paper for all its artefacts: one of {list(PAPERS)}'
+        )
         out += [a for a in PAPERS[n].artefacts if a in known]
     return list(dict.fromkeys(out))
 
 # %% ../nbs/07a_jobs.ipynb #218878a3
 def check_job(name: str, scale: str = 'mini', device: str = 'auto', extra: dict | None = None):
-    "Refuse, before any kernel starts, a job `name` that does not exist, a scale, a device this machine lacks, or an `extra` parameter the notebook does not have."
+    """Refuse, before any kernel starts, a job `name` that does not exist, a scale, a device this machine lacks, or an
+    `extra` parameter the notebook does not have."""
     check(name in reproductions(), 'reproduction', name, f'one of {reproductions()}')
     check(scale in SCALES, 'scale', scale, f'one of {list(SCALES)}')
     get_device(device)
-    extra, own = extra or {}, job_parameters(name) if extra else []      # inspected once, and only when asked
-    for k in extra: check(k in own, 'parameter', k, f'one of {own} (the parameters of {name} beyond --scale, --seeds, --device, --data-root, --out)')
+    extra, own = extra or {}, job_parameters(name) if extra else []  # inspected once, and only when asked
+    for k in extra:
+        check(
+            k in own,
+            'parameter',
+            k,
+            f'one of {own} (the parameters of {name} beyond --scale, --seeds, --device, --data-root, --out)',
+        )
     if 'backend' in extra:
         from fedrepro.results import check_backend
+
         check_backend(extra['backend'])
 
 # %% ../nbs/07a_jobs.ipynb #7784a7c2
-_HOW = ('workers', 'backend')     # how a job's runs are executed, not what they compute
+_HOW = ('workers', 'backend')  # how a job's runs are executed, not what they compute
+
 
 def _stem(name: str, extra: dict) -> str:
-    "The name of a job's executed notebook: `name` and the values of its own parameters (profile=P: `<name>_P`, beside its CSVs), except those in `_HOW`."
+    """The name of a job's executed notebook: `name` and the values of its own parameters (profile=P: `<name>_P`, beside
+    its CSVs), except those in `_HOW`."""
     return name + ''.join(f'_{v}' for k, v in extra.items() if k not in _HOW)
 
+
 def all_or_nothing(out: Path, stem: str, execute) -> Path:
-    "`execute(notebook_path)` writes a job's notebook and its CSVs `<stem>.csv`, `<stem>_seeds.csv` in `out`: on success they replace the previous three together; on any failure, interrupts included, the previous CSVs are put back and the failed notebook is kept as `<stem>.failed.ipynb`."
+    "Run `execute`, which writes a job's notebook and CSVs in `out`: they replace the previous ones, or none do."
     csvs = [out / f'{stem}.csv', out / f'{stem}_seeds.csv']
     kept = {p: p.with_name(f'.{p.name}.previous') for p in csvs if p.exists()}
-    for p, k in kept.items(): shutil.copy2(p, k)
+    for p, k in kept.items():
+        shutil.copy2(p, k)
     running, failed = out / f'.{stem}.running.ipynb', out / f'{stem}.failed.ipynb'
-    try: execute(running)
+    try:
+        execute(running)
     except BaseException:
-        for p in csvs: p.unlink(missing_ok=True)
-        for p, k in kept.items(): k.replace(p)
-        if running.exists(): running.replace(failed)
+        for p in csvs:
+            p.unlink(missing_ok=True)
+        for p, k in kept.items():
+            k.replace(p)
+        if running.exists():
+            running.replace(failed)
         raise
-    for k in kept.values(): k.unlink()
+    for k in kept.values():
+        k.unlink()
     failed.unlink(missing_ok=True)
     return running.replace(out / f'{stem}.ipynb')
 
+
 def quiet_kernel() -> dict:
-    "papermill's keyword for a kernel on local sockets (POSIX): nothing else on the machine can connect to it, and ipykernel has nothing to warn about."
+    """papermill's keyword for a kernel on local sockets (POSIX): nothing else on the machine can connect to it, and
+    ipykernel has nothing to warn about."""
     import os
-    if os.name != 'posix': return {}
+
+    if os.name != 'posix':
+        return {}
     from jupyter_client.manager import AsyncKernelManager
     from traitlets import default
+
     class LocalSocketKernelManager(AsyncKernelManager):
         @default('transport')
-        def _transport(self): return 'ipc'
+        def _transport(self):
+            return 'ipc'
+
     return {'kernel_manager_class': LocalSocketKernelManager}
+
 
 @contextmanager
 def run_options(runs_per_gpu: int | None = None, deterministic: bool = False):
-    "Inside, the environment says how runs execute (`FEDREPRO_RUNS_PER_GPU`, `FEDREPRO_DETERMINISTIC`), for a job's kernel to inherit; as it was after."
+    """Inside, the environment says how runs execute (`FEDREPRO_RUNS_PER_GPU`, `FEDREPRO_DETERMINISTIC`), for a job's
+    kernel to inherit; as it was after."""
     from fedrepro.results import RUNS_PER_GPU_ENV, runs_per_gpu_requested
     from fedrepro.runner import DETERMINISTIC_ENV
-    check(isinstance(deterministic, bool), 'deterministic', deterministic, 'True or False')
-    given = {RUNS_PER_GPU_ENV: None if runs_per_gpu is None else str(runs_per_gpu_requested(runs_per_gpu)),
-             DETERMINISTIC_ENV: '1' if deterministic else None}
-    with environment_set(**given): yield
 
-def reproduce(name: str, scale: str = 'mini', out='repro_out', seeds=None, device: str = 'auto', data_root: str = 'data', progress: bool = True,
-              extra: dict | None = None, runs_per_gpu: int | None = None, deterministic: bool = False) -> Path:
-    "Execute reproduction notebook `name` at `scale` with papermill, `extra` setting its own parameters, its runs `runs_per_gpu` a GPU and `deterministic`; returns the executed notebook's path in `out`."
+    check(isinstance(deterministic, bool), 'deterministic', deterministic, 'True or False')
+    given = {
+        RUNS_PER_GPU_ENV: None if runs_per_gpu is None else str(runs_per_gpu_requested(runs_per_gpu)),
+        DETERMINISTIC_ENV: '1' if deterministic else None,
+    }
+    with environment_set(**given):
+        yield
+
+
+def reproduce(
+    name: str,
+    scale: str = 'mini',
+    out='repro_out',
+    seeds=None,
+    device: str = 'auto',
+    data_root: str = 'data',
+    progress: bool = True,
+    extra: dict | None = None,
+    runs_per_gpu: int | None = None,
+    deterministic: bool = False,
+) -> Path:
+    """Execute reproduction notebook `name` at `scale` with papermill, `extra` setting its own parameters, its runs
+    `runs_per_gpu` a GPU and `deterministic`; returns the executed notebook's path in `out`."""
     import papermill as pm
+
     check_job(name, scale, device, extra)
     extra = extra or {}
-    out = Path(out).resolve(); out.mkdir(parents=True, exist_ok=True)
+    out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
     params = dict(scale=scale, device=device, data_root=str(Path(data_root).resolve()), out_dir=str(out), **extra)
-    if seeds is not None: params['seeds'] = list(seeds)
+    if seeds is not None:
+        params['seeds'] = list(seeds)
     stem = _stem(name, extra)
-    execute = lambda path: pm.execute_notebook(str(job_path(name)), str(path), parameters=params, kernel_name='python3',
-                                               cwd=str(out), progress_bar=progress, **quiet_kernel())
+    execute = lambda path: pm.execute_notebook(
+        str(job_path(name)),
+        str(path),
+        parameters=params,
+        kernel_name='python3',
+        cwd=str(out),
+        progress_bar=progress,
+        **quiet_kernel(),
+    )
     try:
-        with run_options(runs_per_gpu, deterministic): return all_or_nothing(out, stem, execute)
+        with run_options(runs_per_gpu, deterministic):
+            return all_or_nothing(out, stem, execute)
     except pm.PapermillExecutionError as e:
-        raise RuntimeError(f'{name} failed at cell {e.exec_count}: {e.ename}: {e.evalue} (the previous results are kept; '
-                           f'the failed notebook is {out / stem}.failed.ipynb)') from None
+        raise RuntimeError(
+            f'{name} failed at cell {e.exec_count}: {e.ename}: {e.evalue} (the previous results are kept; '
+            f'the failed notebook is {out / stem}.failed.ipynb)'
+        ) from None

@@ -4,14 +4,14 @@
 
 # %% ../nbs/05c_metrics.ipynb #dfc09adb
 from __future__ import annotations
-import os, time
-from pathlib import Path
-import numpy as np, pandas as pd, torch
+import numpy as np
+import pandas as pd
+import torch
 import torch.nn.functional as F
 import fedrepro
-from .core import derive_seed, check
+from .core import check
 from .config import ExperimentConfig
-from .engine import Federation, sample_clients
+from .engine import Federation
 from .results import first_round
 from .runner import local_means
 
@@ -25,13 +25,16 @@ def _evaluated(m: pd.DataFrame) -> pd.DataFrame:
     "The rounds of `m` that were evaluated, in round order."
     return m.dropna(subset=['test_acc']).sort_values('round')
 
+
 def best_accuracy(m: pd.DataFrame) -> float:
     "FedReg's ACC and FedGC's accuracy: the highest test accuracy over every evaluated round, round 0 included."
     return float(_evaluated(m)['test_acc'].max())
 
+
 def final_accuracy(m: pd.DataFrame) -> float:
     "FedSSD's ACC: the test accuracy at the last evaluated round."
     return float(_evaluated(m)['test_acc'].iloc[-1])
+
 
 def best_within(m: pd.DataFrame, rounds: int = 100) -> float:
     "FedGG's highest accuracy within `rounds` rounds: the maximum over rounds `1..rounds` (NaN if none was evaluated)."
@@ -39,18 +42,23 @@ def best_within(m: pd.DataFrame, rounds: int = 100) -> float:
     ev = ev[(ev['round'] >= 1) & (ev['round'] <= rounds)]
     return float(ev['test_acc'].max()) if len(ev) else np.nan
 
+
 def mean_curve(ms, column: str = 'test_acc') -> pd.DataFrame:
-    "The seed-averaged curve of several runs' metrics: `round` and the mean of `column` (FedGG and FedSSD's rounds use it)."
+    """The seed-averaged curve of several runs' metrics: `round` and the mean of `column` (FedGG and FedSSD's rounds use
+    it)."""
     return pd.concat([m[['round', column]] for m in ms]).groupby('round', as_index=False)[column].mean()
 
 # %% ../nbs/05c_metrics.ipynb #5e7b2f6e
 def r_a(m: pd.DataFrame, reference_best: float, a: float) -> float:
-    "FedReg's $R_a$: the first round $r\\ge0$ (0 = the initial model) with accuracy $\\ge a\\cdot$ `reference_best`; NaN if never."
+    """FedReg's $R_a$: the first round $r\\ge0$ (0 = the initial model) with accuracy $\\ge a\\cdot$ `reference_best`;
+    NaN if never."""
     return first_round(_evaluated(m), a * reference_best)
+
 
 def t_reach(m: pd.DataFrame, reference_final: float) -> float:
     "FedSSD's $T$ (and FedGG's rounds): the first round whose accuracy reaches `reference_final`; NaN if never."
     return first_round(_evaluated(m), reference_final)
+
 
 def fmt_rounds(v) -> str:
     "A round count as the papers print it: an integer, or '-' when never reached (NaN)."
@@ -58,9 +66,11 @@ def fmt_rounds(v) -> str:
 
 # %% ../nbs/05c_metrics.ipynb #7dc3b0a3
 def communication_cost(m: pd.DataFrame, target: float, clients_per_round: int, unit: float = 1) -> float:
-    "FedGC's cost: $\\sum_{r\\le R}$ (up + down)/(2K) parameters over the rounds to reach `target`, divided by `unit`; NaN if never."
+    """FedGC's cost: $\\sum_{r\\le R}$ (up + down)/(2K) parameters over the rounds to reach `target`, divided by `unit`;
+    NaN if never."""
     R = first_round(_evaluated(m), target)
-    if np.isnan(R): return np.nan
+    if np.isnan(R):
+        return np.nan
     sent = m[(m['round'] >= 1) & (m['round'] <= R)]
     return float((sent['up_params'] + sent['down_params']).sum() / (2 * clients_per_round) / unit)
 
@@ -70,21 +80,40 @@ def communication_cost(m: pd.DataFrame, target: float, clients_per_round: int, u
 def predict(model, x: torch.Tensor, prepare=None, batch_size: int = 4096) -> torch.Tensor:
     "The predicted class of every sample of `x`, in batches, in eval mode."
     model.eval()
-    return torch.cat([model(prepare(x[i:i + batch_size]) if prepare else x[i:i + batch_size]).argmax(1) for i in range(0, len(x), batch_size)])
+    return torch.cat(
+        [
+            model(prepare(x[i : i + batch_size]) if prepare else x[i : i + batch_size]).argmax(1)
+            for i in range(0, len(x), batch_size)
+        ]
+    )
 
-def confusion_matrix(model, x: torch.Tensor, y: torch.Tensor, num_classes: int, prepare=None, normalize: bool = True,
-                     batch_size: int = 4096) -> np.ndarray:
+
+def confusion_matrix(
+    model,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    num_classes: int,
+    prepare=None,
+    normalize: bool = True,
+    batch_size: int = 4096,
+) -> np.ndarray:
     "Counts (or, `normalize`d, row fractions) of true class (row) against predicted class (column)."
     pred = predict(model, x, prepare, batch_size)
-    cm = torch.bincount(y.to(pred.device).long() * num_classes + pred, minlength=num_classes ** 2).reshape(num_classes, num_classes)
+    cm = torch.bincount(y.to(pred.device).long() * num_classes + pred, minlength=num_classes**2).reshape(
+        num_classes, num_classes
+    )
     cm = cm.cpu().numpy().astype(float)
-    if not normalize: return cm
+    if not normalize:
+        return cm
     rows = cm.sum(1, keepdims=True)
     return np.divide(cm, rows, out=np.full_like(cm, np.nan), where=rows > 0)
 
-def per_class_accuracy(model, x: torch.Tensor, y: torch.Tensor, prepare=None, num_classes: int | None = None,
-                       batch_size: int = 4096) -> np.ndarray:
-    "The accuracy on each true class (NaN for a class without samples): the diagonal of the normalised confusion matrix."
+
+def per_class_accuracy(
+    model, x: torch.Tensor, y: torch.Tensor, prepare=None, num_classes: int | None = None, batch_size: int = 4096
+) -> np.ndarray:
+    """The accuracy on each true class (NaN for a class without samples): the diagonal of the normalised confusion
+    matrix."""
     return np.diag(confusion_matrix(model, x, y, num_classes or int(y.max()) + 1, prepare, True, batch_size))
 
 # %% ../nbs/05c_metrics.ipynb #64323875
@@ -97,22 +126,33 @@ def round_with_locals(fed: Federation, t: int) -> dict:
 # %% ../nbs/05c_metrics.ipynb #0d07b211
 @torch.inference_mode()
 def client_losses(fed: Federation, state: torch.Tensor, clients, batch_size: int | None = None) -> np.ndarray:
-    "$\\frac1{|\\mathbb D_i|}\\sum_{d\\in\\mathbb D_i}L_\\theta(d)$ for each client $i$ of `clients`: the mean cross-entropy of flat `state` on its training data."
+    """$\\frac1{|\\mathbb D_i|}\\sum_{d\\in\\mathbb D_i}L_\\theta(d)$ for each client $i$ of `clients`: the mean
+    cross-entropy of flat `state` on its training data."""
     data, fm, bs = fed.data, fed.fm, batch_size or fed.cfg.eval_batch_size
     fm.load_(state)
     model = fm.model
     model.eval()
     idx = torch.cat([data.clients[c] for c in clients])
-    losses = torch.cat([F.cross_entropy(model(data.prepare(data.x_train.index_select(0, idx[i:i + bs]))),
-                                        data.y_train.index_select(0, idx[i:i + bs]), reduction='none') for i in range(0, len(idx), bs)])
+    losses = torch.cat(
+        [
+            F.cross_entropy(
+                model(data.prepare(data.x_train.index_select(0, idx[i : i + bs]))),
+                data.y_train.index_select(0, idx[i : i + bs]),
+                reduction='none',
+            )
+            for i in range(0, len(idx), bs)
+        ]
+    )
     return np.array([s.double().mean().item() for s in losses.split([len(data.clients[c]) for c in clients])])
 
+
 def forgetting_curve(fed: Federation | ExperimentConfig, rounds: int, on: str = 'previous') -> pd.DataFrame:
-    "FedReg's $loss^{(t-1)}(i)$ and $loss^{(t)}(i)$ for rounds $t=2..$`rounds` and the previous round's clients $i$ (`on='all'`: every client, $t\\ge1$)."
+    """FedReg's $loss^{(t-1)}(i)$ and $loss^{(t)}(i)$ for rounds $t=2..$`rounds` and the previous round's clients $i$
+    (`on='all'`: every client, $t\\ge1$)."""
     fed = fed if isinstance(fed, Federation) else Federation(fed)
     rows, prev = [], None
     for t in range(1, rounds + 1):
-        start = fed.algo.x.clone()                      # theta^(t-1)
+        start = fed.algo.x.clone()  # theta^(t-1)
         r = round_with_locals(fed, t)
         on_clients = list(range(fed.cfg.num_clients)) if on == 'all' else prev
         if on_clients is not None:
@@ -124,15 +164,25 @@ def forgetting_curve(fed: Federation | ExperimentConfig, rounds: int, on: str = 
 
 # %% ../nbs/05c_metrics.ipynb #2c21920d
 def local_accuracy_curve(fed: Federation | ExperimentConfig, rounds: int) -> pd.DataFrame:
-    "Per round $t=1..$`rounds`: the test accuracy of the global model the round started from (`start_acc`), the unweighted mean test accuracy of the round's local models as the engine's `eval_local` measures them (`local_acc`, as in `metrics.csv`), and the new global model's (`test_acc`)."
-    if not isinstance(fed, Federation): fed = Federation(fed.replace(eval_local=True, eval_every=1))
-    check(fed.cfg.eval_local, 'eval_local', fed.cfg.eval_local, "True (local_accuracy_curve reads the engine's evaluation of the local models)")
-    check(all(fed.evaluates(t) for t in range(1, rounds + 1)), 'eval_every', fed.cfg.eval_every,
-          f'1 (local_accuracy_curve needs rounds 1..{rounds} evaluated)')
+    "Per round $t=1..$`rounds`: the test accuracy of the round's start model, its local models and its new model."
+    if not isinstance(fed, Federation):
+        fed = Federation(fed.replace(eval_local=True, eval_every=1))
+    check(
+        fed.cfg.eval_local,
+        'eval_local',
+        fed.cfg.eval_local,
+        "True (local_accuracy_curve reads the engine's evaluation of the local models)",
+    )
+    check(
+        all(fed.evaluates(t) for t in range(1, rounds + 1)),
+        'eval_every',
+        fed.cfg.eval_every,
+        f'1 (local_accuracy_curve needs rounds 1..{rounds} evaluated)',
+    )
     rows, acc = [], fed.evaluate()['test_acc']
     for t in range(1, rounds + 1):
         r = fed.round(t)
         row = dict(round=t, start_acc=acc, local_acc=local_means(r)['local_acc'])
-        acc = fed.evaluate()['test_acc']                 # the aggregated model: the next round starts from it
+        acc = fed.evaluate()['test_acc']  # the aggregated model: the next round starts from it
         rows.append({**row, 'test_acc': acc})
     return pd.DataFrame(rows, columns=['round', 'start_acc', 'local_acc', 'test_acc'])

@@ -10,30 +10,35 @@ from enum import Enum
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable, ClassVar
-import numpy as np, pandas as pd
+import numpy as np
+import pandas as pd
 import fedrepro
 from .core import PAPERS, DATASETS, check
 from .config import ExperimentConfig
-from .results import run_many, write_repro_csv, seed_stats, mean_std, rounds_stats, REPRO_COLUMNS
+from .results import run_many, seed_stats, mean_std, rounds_stats, REPRO_COLUMNS
 from .metrics import best_accuracy
+from .jobs import SCALES  # the scales a job runs at, defined once in fedrepro.jobs
 
 # %% auto #0
-__all__ = ['FAILURES', 'OK', 'BEST_ACC', 'FINAL_ACC', 'ROUNDS', 'SCALES', 'SHOWN_FIELDS', 'MIN_SEEDS', 'SEEDS', 'SWEEP_SEEDS',
-           'DATA_DIR', 'PRINTED_COLUMNS', 'LEARNED_FACTOR', 'LOSS_EXPLOSION', 'PLATEAU_POINTS', 'SEED_COLUMNS', 'ALPHA',
-           'OUTCOMES', 'VERDICT_COLUMNS', 'Word', 'Outcome', 'Basis', 'Kind', 'Health', 'MetricKind', 'Metric',
-           'Mechanism', 'Setting', 'Paper', 'paper_numbers', 'learned_level', 'run_health', 'plateau', 'loss_health',
+__all__ = ['FAILURES', 'OK', 'BEST_ACC', 'FINAL_ACC', 'ROUNDS', 'SHOWN_FIELDS', 'MIN_SEEDS', 'SEEDS', 'SWEEP_SEEDS', 'DATA_DIR',
+           'PRINTED_COLUMNS', 'LEARNED_FACTOR', 'LOSS_EXPLOSION', 'PLATEAU_POINTS', 'SEED_COLUMNS', 'ALPHA', 'OUTCOMES',
+           'VERDICT_COLUMNS', 'Word', 'Outcome', 'Basis', 'Kind', 'Health', 'MetricKind', 'Metric', 'Mechanism',
+           'Setting', 'Paper', 'paper_numbers', 'learned_level', 'run_health', 'plateau', 'loss_health',
            'reference_health', 'target_health', 'margin_cell', 'mechanism_health', 'run_table', 'lr_sweep', 'mini_lr',
            'sweep_rows', 'sweep_view', 'seed_cells', 'split_health', 'write_seed_csv', 'read_seed_csv',
            'read_seed_csvs', 'seed_flags', 'table_rows', 'unrun_rows', 'paper_view', 'plot_curves', 'Judged',
            'Untestable', 'sign_flip', 'effect', 'Compare', 'Band', 'Never', 'NotAbove', 'Same', 'Interior', 'Fails',
            'Elsewhere', 'OtherQuantity', 'Exact', 'Derived', 'Claim', 'holm', 'combine', 'counts', 'basis', 'judge',
            'paper_artefacts', 'report_papers', 'default_jobs', 'committed_results', 'artefact_tables',
-           'artefact_sources', 'paper_cells', 'report_verdicts', 'verdict_summary']
+           'artefact_sources', 'paper_cells', 'report_verdicts', 'verdict_summary', 'SCALES']
 
 # %% ../nbs/09a_repro.ipynb #200c5cdc
 class Word(str, Enum):
-    "A closed set of words: each member is its text (it prints, compares and hashes as that string), so tables and CSVs hold plain words and nothing is parsed back."
+    """A closed set of words: each member is its text (it prints, compares and hashes as that string), so tables and
+    CSVs hold plain words and nothing is parsed back."""
+
     __str__, __format__, __hash__ = str.__str__, str.__format__, str.__hash__
+
 
 class Outcome(Word):
     REPRODUCED = 'reproduced'
@@ -41,14 +46,18 @@ class Outcome(Word):
     INCONCLUSIVE = 'inconclusive'
     UNTESTABLE = 'not testable here'
 
+
 class Basis(Word):
     "How a verdict was established."
-    EMPIRICAL = 'empirical'              # over seeds
-    CONSTRUCTION = 'by construction'     # exact checks of our code
-    ANALYSIS = 'by analysis'             # a derivation in the chapter that decides it at any scale
+
+    EMPIRICAL = 'empirical'  # over seeds
+    CONSTRUCTION = 'by construction'  # exact checks of our code
+    ANALYSIS = 'by analysis'  # a derivation in the chapter that decides it at any scale
+
 
 class Kind(Word):
     "What a cell's health says: the run's own failures (evidence), or a precondition of the comparison (not testable)."
+
     OK = 'ok'
     NOT_LEARNED = 'not learned'
     DIVERGED = 'diverged'
@@ -59,118 +68,203 @@ class Kind(Word):
     INERT = 'term inert'
     PRECONDITION = 'precondition failed'
 
+
 FAILURES = frozenset({Kind.NOT_LEARNED, Kind.DIVERGED, Kind.COLLAPSED})
+
 
 @dataclass(frozen=True)
 class Health:
     "A run's or a cell's health: its `kind` and, in words, why."
+
     kind: Kind = Kind.OK
     detail: str = ''
-    def __post_init__(self): object.__setattr__(self, 'kind', Kind(self.kind))
+
+    def __post_init__(self):
+        object.__setattr__(self, 'kind', Kind(self.kind))
+
     @property
-    def ok(self) -> bool: return self.kind is Kind.OK
+    def ok(self) -> bool:
+        return self.kind is Kind.OK
+
     @property
-    def failed(self) -> bool: return self.kind in FAILURES
-    def __str__(self): return self.kind + (f': {self.detail}' if self.detail else '')
+    def failed(self) -> bool:
+        return self.kind in FAILURES
+
+    def __str__(self):
+        return self.kind + (f': {self.detail}' if self.detail else '')
+
 
 OK = Health()
+
 
 class MetricKind(Word):
     ACCURACY = 'accuracy'
     LOSS = 'loss'
-    ROUNDS = 'rounds'               # to a threshold: '-' (inf) when never reached, censored in comparisons
+    ROUNDS = 'rounds'  # to a threshold: '-' (inf) when never reached, censored in comparisons
     RATIO = 'ratio'
     DIFFERENCE = 'difference'
     SECONDS = 'seconds'
     COUNT = 'count'
-    SCORE = 'score'                 # an image score, a correlation, a share
+    SCORE = 'score'  # an image score, a correlation, a share
+
 
 @dataclass(frozen=True)
 class Metric:
-    "A paper's metric, declared once: its kind, which way is better (None: no direction), and for an accuracy which round the paper means."
+    """A paper's metric, declared once: its kind, which way is better (None: no direction), and for an accuracy which
+    round the paper means."""
+
     kind: MetricKind
     better: str | None = 'higher'
-    accuracy: str | None = None     # 'best' (over all rounds) or 'final' (the last round)
+    accuracy: str | None = None  # 'best' (over all rounds) or 'final' (the last round)
+
     def __post_init__(self):
         object.__setattr__(self, 'kind', MetricKind(self.kind))
         check(self.better in ('higher', 'lower', None), 'better', self.better, "'higher', 'lower' or None")
-        check((self.accuracy in ('best', 'final')) == (self.kind is MetricKind.ACCURACY), 'accuracy', self.accuracy,
-              "'best' or 'final' for an accuracy, None for any other kind")
+        check(
+            (self.accuracy in ('best', 'final')) == (self.kind is MetricKind.ACCURACY),
+            'accuracy',
+            self.accuracy,
+            "'best' or 'final' for an accuracy, None for any other kind",
+        )
+
 
 BEST_ACC, FINAL_ACC = Metric('accuracy', accuracy='best'), Metric('accuracy', accuracy='final')
 ROUNDS = Metric('rounds', 'lower')
 
+
 @dataclass(frozen=True)
 class Mechanism:
-    "A method's own term: the diagnostic its runs log each round (`column`), the level below which the method is its `base` to the last digit, and the term in words."
+    """A method's own term: the diagnostic its runs log each round (`column`), the level below which the method is its
+    `base` to the last digit, and the term in words."""
+
     column: str
     inert_below: float
     base: str = 'FedAvg'
     what: str = ''
 
 # %% ../nbs/09a_repro.ipynb #c74a5241
-SCALES = ('paper', 'mini', 'smoke')
-SHOWN_FIELDS = ('dataset', 'partition', 'model', 'num_clients', 'clients_per_round', 'rounds', 'local_epochs', 'local_steps', 'batch_size', 'lr',
-                'weighting', 'test_size', 'augment', 'normalize')
-MIN_SEEDS = 5                   # the fewest seeds a verdict rests on: the sign-flip test's smallest p at n = 5 is 1/32
+_all_ = ['SCALES']  # re-exported: the repro notebooks import it from here
+SHOWN_FIELDS = (
+    'dataset',
+    'partition',
+    'model',
+    'num_clients',
+    'clients_per_round',
+    'rounds',
+    'local_epochs',
+    'local_steps',
+    'batch_size',
+    'lr',
+    'weighting',
+    'test_size',
+    'augment',
+    'normalize',
+)
+MIN_SEEDS = 5  # the fewest seeds a verdict rests on: the sign-flip test's smallest p at n = 5 is 1/32
 SEEDS = {'paper': list(range(MIN_SEEDS)), 'mini': list(range(MIN_SEEDS)), 'smoke': [0]}
-SWEEP_SEEDS = (10, 11, 12)      # the seeds a sweep of lr or λ decides on: no verdict uses them
+SWEEP_SEEDS = (10, 11, 12)  # the seeds a sweep of lr or λ decides on: no verdict uses them
+
 
 @dataclass
 class Setting:
-    "One setting of a paper at `paper` scale (`common` fields, and per method its `lr`, `params` and any field it sets itself), and how `mini` derives from it."
+    """One setting of a paper at `paper` scale (`common` fields, and per method its `lr`, `params` and any field it sets
+    itself), and how `mini` derives from it."""
+
     common: dict
-    methods: dict                   # {method: {'lr': float, 'params': dict, and any other config field the method sets}}
-    mini: dict | None = None        # the fields mini changes; 'epochs_divisor' divides the local epochs; 'methods': {method: fields} one method's own;
-                                    # 'skip': methods not run below paper scale (say why in `why`)
-    stand_in: str = ''              # what the mini data stand for, e.g. 'scikit-learn digits, 50 clients'
-    why: str = ''                   # why mini differs from the paper where it does beyond scale
+    methods: dict  # {method: {'lr': float, 'params': dict, and any other config field the method sets}}
+    # the fields mini changes; 'epochs_divisor' divides the local epochs; 'methods': {method: fields} one method's own;
+    # 'skip': methods not run below paper scale (say why in `why`)
+    mini: dict | None = None
+    stand_in: str = ''  # what the mini data stand for, e.g. 'scikit-learn digits, 50 clients'
+    why: str = ''  # why mini differs from the paper where it does beyond scale
+
 
 @dataclass
 class Paper:
-    "A paper declared as data: its settings, printed numbers, metrics, artefacts and claims; the protocol does the rest."
-    key: str                        # 'fedreg': the prefix of its artefacts and the name of its data files
-    citation: str                   # authors, title, venue, year and arXiv/OpenReview id
-    methods: dict                   # {name in the paper: registered algorithm}
-    settings: dict                  # {setting: Setting}
-    cells: Callable | None = None   # ({method: curve}, chance) -> [{method, metric, value, health}] for one setting and seed
-    artefacts: dict = field(default_factory=dict)   # {notebook name: what it regenerates}
+    """A paper declared as data: its settings, printed numbers, metrics, artefacts and claims; the protocol does the
+    rest."""
+
+    key: str  # 'fedreg': the prefix of its artefacts and the name of its data files
+    citation: str  # authors, title, venue, year and arXiv/OpenReview id
+    methods: dict  # {name in the paper: registered algorithm}
+    settings: dict  # {setting: Setting}
+    # ({method: curve}, chance) -> [{method, metric, value, health}] for one setting and seed
+    cells: Callable | None = None
+    artefacts: dict = field(default_factory=dict)  # {notebook name: what it regenerates}
     claims: list = field(default_factory=list)
     smoke: dict = field(default_factory=lambda: {'rounds': 2, 'clients_per_round': 2, 'epochs_divisor': 20})
-    metrics: dict = field(default_factory=dict)     # {name: Metric}: every metric its cells write and its claims name
-    feeds: dict = field(default_factory=dict)       # {artefact: claim keys}: the claims each artefact's cells judge
-    mechanisms: dict = field(default_factory=dict)  # {method: Mechanism}: the methods whose own term is checked before a comparison
-    default_jobs: tuple = ()        # the artefacts `make repro` runs for this paper
-    chapter: str = ''               # the notebook of its chapter ('10_fedreg'): the book's and the report's order
-    job_dir: Path | None = None     # where its job notebooks are, when not in the package's `nbs/repro`
-    figure_settings: tuple = ()     # settings and methods only a figure's cells name (Figure C.1's IID runs, an η_s sweep's values)
+    metrics: dict = field(default_factory=dict)  # {name: Metric}: every metric its cells write and its claims name
+    feeds: dict = field(default_factory=dict)  # {artefact: claim keys}: the claims each artefact's cells judge
+    mechanisms: dict = field(
+        default_factory=dict
+    )  # {method: Mechanism}: the methods whose own term is checked before a comparison
+    default_jobs: tuple = ()  # the artefacts `make repro` runs for this paper
+    chapter: str = ''  # the notebook of its chapter ('10_fedreg'): the book's and the report's order
+    job_dir: Path | None = None  # where its job notebooks are, when not in the package's `nbs/repro`
+    # settings and methods only a figure's cells name (Figure C.1's IID runs, an η_s sweep's values)
+    figure_settings: tuple = ()
     figure_methods: tuple = ()
-    repetitions: str = ''           # what the paper says of its own repetitions ('a single run', 'repeated three times'); ours: `SEEDS`
+    # what the paper says of its own repetitions ('a single run', 'repeated three times'); ours: `SEEDS`
+    repetitions: str = ''
 
-    def __post_init__(self): self.validate()
+    def __post_init__(self):
+        self.validate()
 
     def validate(self):
-        "Refuse, naming it, any setting, method, metric, artefact or claim that a claim, an artefact's feeds, a mechanism or a default job names and the paper does not declare."
+        """Refuse, naming it, any setting, method, metric, artefact or claim that a claim, an artefact's feeds, a
+        mechanism or a default job names and the paper does not declare."""
         keys = [c.key for c in self.claims]
-        check(len(set(keys)) == len(keys), f'{self.key} claims', sorted({k for k in keys if keys.count(k) > 1}), 'unique keys')
+        check(
+            len(set(keys)) == len(keys),
+            f'{self.key} claims',
+            sorted({k for k in keys if keys.count(k) > 1}),
+            'unique keys',
+        )
         for c in self.claims:
-            for k in c.checks: self._check_names(f'{self.key} claim {c.key}', k)
+            for k in c.checks:
+                self._check_names(f'{self.key} claim {c.key}', k)
         for a, ks in self.feeds.items():
             check(a in self.artefacts, f'{self.key} feeds', a, f'an artefact: one of {list(self.artefacts)}')
-            for k in ks: check(k in keys, f'{self.key} feeds[{a!r}]', k, f'a claim: one of {keys}')
+            for k in ks:
+                check(k in keys, f'{self.key} feeds[{a!r}]', k, f'a claim: one of {keys}')
         for m, mech in self.mechanisms.items():
             check(m in self.methods, f'{self.key} mechanisms', m, f'a method: one of {list(self.methods)}')
-            check(mech.base in self.methods, f'{self.key} mechanisms[{m!r}].base', mech.base, f'a method: one of {list(self.methods)}')
-        for j in self.default_jobs: check(j in self.artefacts, f'{self.key} default_jobs', j, f'an artefact: one of {list(self.artefacts)}')
+            check(
+                mech.base in self.methods,
+                f'{self.key} mechanisms[{m!r}].base',
+                mech.base,
+                f'a method: one of {list(self.methods)}',
+            )
+        for j in self.default_jobs:
+            check(j in self.artefacts, f'{self.key} default_jobs', j, f'an artefact: one of {list(self.artefacts)}')
 
     def _check_names(self, where: str, comparison):
         "One comparison's setting(s), method(s) and metric, each against the declaration."
         for attr in ('setting', 'setting_b'):
             if (v := getattr(comparison, attr, None)) is not None:
-                check(v in [*self.settings, *self.figure_settings], f'{where}: setting', v, f'one of {[*self.settings, *self.figure_settings]}')
-        names = [getattr(comparison, a) for a in ('a', 'b', 'method') if hasattr(comparison, a)] + list(getattr(comparison, 'methods', ()))
-        for v in names: check(v in [*self.methods, *self.figure_methods], f'{where}: method', v, f'one of {[*self.methods, *self.figure_methods]}')
-        if hasattr(comparison, 'metric'): check(comparison.metric in self.metrics, f'{where}: metric', comparison.metric, f'a declared metric: one of {list(self.metrics)}')
+                check(
+                    v in [*self.settings, *self.figure_settings],
+                    f'{where}: setting',
+                    v,
+                    f'one of {[*self.settings, *self.figure_settings]}',
+                )
+        names = [getattr(comparison, a) for a in ('a', 'b', 'method') if hasattr(comparison, a)] + list(
+            getattr(comparison, 'methods', ())
+        )
+        for v in names:
+            check(
+                v in [*self.methods, *self.figure_methods],
+                f'{where}: method',
+                v,
+                f'one of {[*self.methods, *self.figure_methods]}',
+            )
+        if hasattr(comparison, 'metric'):
+            check(
+                comparison.metric in self.metrics,
+                f'{where}: metric',
+                comparison.metric,
+                f'a declared metric: one of {list(self.metrics)}',
+            )
 
     def claims_of(self, artefact: str) -> list:
         "The claims `artefact`'s cells judge (`feeds`)."
@@ -182,67 +276,113 @@ class Paper:
         "The `ExperimentConfig` of `method` in `setting` at `scale`, with `overrides` (seed, device, ...) applied last."
         check(setting in self.settings, 'setting', setting, f'one of {list(self.settings)}')
         s = self.settings[setting]
-        check(method in s.methods, 'method', method, f'one of {list(s.methods)} (the methods the paper ran in {setting!r})')
+        check(
+            method in s.methods,
+            'method',
+            method,
+            f'one of {list(s.methods)} (the methods the paper ran in {setting!r})',
+        )
         check(scale in SCALES, 'scale', scale, "'paper', 'mini' or 'smoke'")
-        check(method in self.run_methods(setting, scale), 'method', method, f'one of {self.run_methods(setting, scale)}: the methods run at {scale} in {setting!r}')
+        check(
+            method in self.run_methods(setting, scale),
+            'method',
+            method,
+            f'one of {self.run_methods(setting, scale)}: the methods run at {scale} in {setting!r}',
+        )
         m = s.methods[method]
         fields = {**s.common, **m, 'algorithm': self.methods[method], 'params': m.get('params', {})}
         if scale != 'paper':
-            check(s.mini is not None, 'setting', setting, f'a setting with a mini scale: one of {self.scaled_settings()} (the others need their real data)')
+            check(
+                s.mini is not None,
+                'setting',
+                setting,
+                f'a setting with a mini scale: one of {self.scaled_settings()} (the others need their real data)',
+            )
             small = dict(s.mini, **(self.smoke if scale == 'smoke' else {}))
             small.pop('skip', None)
             small.update(small.pop('methods', {}).get(method, {}))
             div = small.pop('epochs_divisor', 1)
             small['local_epochs'] = max(1, round(fields.get('local_epochs', 1) / div))
             for k, owner in (('partition_params', 'partition'), ('model_params', 'model'), ('params', 'algorithm')):
-                replaced = small.get(owner, fields.get(owner)) != fields.get(owner)    # a new partition or model: the setting's parameters were the old one's,
-                small[k] = {**(m.get(k, {}) if replaced else fields.get(k, {})), **small.get(k, {})}   # the method's own (MOON's head) stay
+                replaced = small.get(owner, fields.get(owner)) != fields.get(
+                    owner
+                )  # a new partition or model: the setting's parameters were the old one's,
+                small[k] = {
+                    **(m.get(k, {}) if replaced else fields.get(k, {})),
+                    **small.get(k, {}),
+                }  # the method's own (MOON's head) stay
             fields.update(small)
         return ExperimentConfig(**{**fields, **overrides})
 
     def scaled_settings(self, settings=None, scale: str = 'mini') -> list:
-        "Those of `settings` (default: all) that run at `scale`: every one at paper scale, below it those with a mini scale."
+        """Those of `settings` (default: all) that run at `scale`: every one at paper scale, below it those with a mini
+        scale."""
         return [k for k in settings or self.settings if scale == 'paper' or self.settings[k].mini is not None]
 
     def run_methods(self, setting: str, scale: str) -> list:
-        "The methods of `setting` run at `scale`: all of them at paper scale; below it, those the mini scale does not skip."
+        """The methods of `setting` run at `scale`: all of them at paper scale; below it, those the mini scale does not
+        skip."""
         s = self.settings[setting]
         return [m for m in s.methods if scale == 'paper' or s.mini is None or m not in s.mini.get('skip', ())]
 
     def label(self, setting: str, scale: str) -> str:
-        "The setting's name, and at a small scale what stands in for its data: 'EMNIST (mini: scikit-learn digits, 50 clients)'."
+        """The setting's name, and at a small scale what stands in for its data: 'EMNIST (mini: scikit-learn digits, 50
+        clients)'."""
         s = self.settings.get(setting)
         return setting if scale == 'paper' or s is None or not s.stand_in else f'{setting} ({scale}: {s.stand_in})'
 
     @property
     def printed(self) -> pd.DataFrame:
-        "Every number the paper prints: table, setting, method, metric, value (NaN = a printed '-'), note (none for a paper without a data file)."
-        return paper_numbers(self.key) if (DATA_DIR / f'{self.key}.csv').exists() else pd.DataFrame(columns=PRINTED_COLUMNS)
+        """Every number the paper prints: table, setting, method, metric, value (NaN = a printed '-'), note (none for a
+        paper without a data file)."""
+        return (
+            paper_numbers(self.key)
+            if (DATA_DIR / f'{self.key}.csv').exists()
+            else pd.DataFrame(columns=PRINTED_COLUMNS)
+        )
 
     def paper_value(self, setting: str, method: str, metric: str, table: str | None = None):
         "The number the paper prints for the cell ('-' for a printed dash), or None if it prints none."
         p = self.printed
-        hit = p[(p['setting'] == setting) & (p['method'] == method) & (p['metric'] == metric) & ((p['table'] == table) if table else True)]
-        if hit.empty: return None
+        hit = p[
+            (p['setting'] == setting)
+            & (p['method'] == method)
+            & (p['metric'] == metric)
+            & ((p['table'] == table) if table else True)
+        ]
+        if hit.empty:
+            return None
         v = hit['value'].iloc[0]
         return '-' if pd.isna(v) else int(v) if float(v).is_integer() else float(v)
 
     def author_curves(self, settings=None) -> pd.DataFrame | None:
-        "The authors' per-round test accuracy (setting, method, round, test_acc), where their logs were published; else None."
+        """The authors' per-round test accuracy (setting, method, round, test_acc), where their logs were published;
+        else None."""
         f = DATA_DIR / f'{self.key}_author_curves.csv.gz'
-        if not f.exists(): return None
+        if not f.exists():
+            return None
         c = pd.read_csv(f)
         return c if settings is None else c[c['setting'].isin(list(settings))]
 
     def scale_view(self, settings=None, scale: str = 'mini', method: str | None = None) -> pd.DataFrame:
-        "`method`'s config (default: the paper's own, named last in `methods` as in its tables) in each setting at `paper` and at `scale`, one row per field, with the stand-in and why it differs."
+        """`method`'s config (default: the paper's own, named last in `methods` as in its tables) in each setting at
+        `paper` and at `scale`, one row per field, with the stand-in and why it differs."""
         method, cols = method or list(self.methods)[-1], {}
         for st in settings or self.scaled_settings():
             for sc in dict.fromkeys(['paper', scale]):
                 c, s = self.config(st, method, sc), self.settings[st]
-                cols[(st, sc)] = [str(getattr(c, k)) for k in SHOWN_FIELDS] + [str(c.partition_params), str(c.model_params or ''), str(c.params),
-                                                                               s.stand_in if sc != 'paper' else '', s.why if sc != 'paper' else '', self.accuracy_means]
-        return pd.DataFrame(cols, index=list(SHOWN_FIELDS) + ['partition_params', 'model_params', 'params', 'stand-in', 'why', 'accuracy'])
+                cols[(st, sc)] = [str(getattr(c, k)) for k in SHOWN_FIELDS] + [
+                    str(c.partition_params),
+                    str(c.model_params or ''),
+                    str(c.params),
+                    s.stand_in if sc != 'paper' else '',
+                    s.why if sc != 'paper' else '',
+                    self.accuracy_means,
+                ]
+        return pd.DataFrame(
+            cols,
+            index=list(SHOWN_FIELDS) + ['partition_params', 'model_params', 'params', 'stand-in', 'why', 'accuracy'],
+        )
 
     @property
     def accuracy_means(self) -> str:
@@ -258,135 +398,274 @@ class Paper:
 DATA_DIR = Path(fedrepro.__file__).parent / 'papers'
 PRINTED_COLUMNS = ['paper', 'table', 'setting', 'method', 'metric', 'value', 'note']
 
+
 @lru_cache(None)
 def paper_numbers(key: str) -> pd.DataFrame:
     "The numbers paper `key` prints, from the package's data (`fedrepro/papers/<key>.csv`)."
     f = DATA_DIR / f'{key}.csv'
-    check(f.exists(), 'paper', key, f'a paper with printed numbers: one of {sorted(p.stem for p in DATA_DIR.glob("*.csv"))}')
+    check(
+        f.exists(),
+        'paper',
+        key,
+        f'a paper with printed numbers: one of {sorted(p.stem for p in DATA_DIR.glob("*.csv"))}',
+    )
     return pd.read_csv(f, dtype={'table': str})
 
 # %% ../nbs/09a_repro.ipynb #c9efbfc9
-LEARNED_FACTOR = 2       # a run learned when its best accuracy reaches twice chance ...
-LOSS_EXPLOSION = 10      # ... and diverged when its test loss exceeds ten times the initial one, or is not finite
-PLATEAU_POINTS = 0.01    # a reference has plateaued when the best of its last fifth is within this of its overall best and of the fifth before
+LEARNED_FACTOR = 2  # a run learned when its best accuracy reaches twice chance ...
+LOSS_EXPLOSION = 10  # ... and diverged when its test loss exceeds ten times the initial one, or is not finite
+# a reference has plateaued when the best of its last fifth is within this of its overall best and of the fifth before
+PLATEAU_POINTS = 0.01
+
 
 def learned_level(chance: float) -> float:
-    "The accuracy a run must reach to count as having learned: twice chance, or a quarter of the way to 1 where twice chance is out of reach."
+    """The accuracy a run must reach to count as having learned: twice chance, or a quarter of the way to 1 where twice
+    chance is out of reach."""
     return min(LEARNED_FACTOR * chance, chance + (1 - chance) / 4)
 
-def _evaluated(curve: pd.DataFrame) -> pd.DataFrame: return curve.dropna(subset=['test_acc']).sort_values('round')
+
+def _evaluated(curve: pd.DataFrame) -> pd.DataFrame:
+    return curve.dropna(subset=['test_acc']).sort_values('round')
+
 
 def run_health(curve: pd.DataFrame, chance: float) -> Health:
-    "`OK`, or why the run failed: its loss was not finite or exploded, its accuracy got pinned, it never learned, or it learned and fell back below the learned level by its last round."
+    """`OK`, or why the run failed: its loss was not finite or exploded, its accuracy got pinned, it never learned, or
+    it learned and fell back below the learned level by its last round."""
     ev = _evaluated(curve)
     if 'test_loss' in ev:
         loss = ev['test_loss'].to_numpy(float)
         if not np.isfinite(loss).all():
-            return Health(Kind.DIVERGED, f"test loss not finite from round {int(ev['round'].to_numpy()[~np.isfinite(loss)][0])}")
+            return Health(
+                Kind.DIVERGED, f"test loss not finite from round {int(ev['round'].to_numpy()[~np.isfinite(loss)][0])}"
+            )
         if loss.max() > LOSS_EXPLOSION * loss[0]:
             r = int(ev['round'].iloc[int(loss.argmax())])
-            return Health(Kind.DIVERGED, f'test loss {loss.max():.3g} at round {r}, over {LOSS_EXPLOSION}× the initial {loss[0]:.3g}')
+            return Health(
+                Kind.DIVERGED,
+                f'test loss {loss.max():.3g} at round {r}, over {LOSS_EXPLOSION}× the initial {loss[0]:.3g}',
+            )
     acc, level = ev['test_acc'].to_numpy(float), learned_level(chance)
-    if acc.max() < level: return Health(Kind.NOT_LEARNED, f'best accuracy {acc.max():.3f} < {level:.3f} ({LEARNED_FACTOR}× chance {chance:.3f})')
+    if acc.max() < level:
+        return Health(
+            Kind.NOT_LEARNED, f'best accuracy {acc.max():.3f} < {level:.3f} ({LEARNED_FACTOR}× chance {chance:.3f})'
+        )
     tail = acc[-3:]
     if len(acc) > 3 and np.ptp(tail) < 1e-9 and tail[-1] < level:
-        return Health(Kind.DIVERGED, f'accuracy pinned at {tail[-1]:.3f} over the last 3 rounds after a best of {acc.max():.3f}')
+        return Health(
+            Kind.DIVERGED, f'accuracy pinned at {tail[-1]:.3f} over the last 3 rounds after a best of {acc.max():.3f}'
+        )
     if acc[-1] < level:
-        return Health(Kind.COLLAPSED, f'best accuracy {acc.max():.3f} at round {int(ev["round"].iloc[int(acc.argmax())])}, back to {acc[-1]:.3f} < {level:.3f} by the last round')
+        return Health(
+            Kind.COLLAPSED,
+            f'best accuracy {acc.max():.3f} at round {int(ev["round"].iloc[int(acc.argmax())])}, '
+            f'back to {acc[-1]:.3f} < {level:.3f} by the last round',
+        )
     return OK
+
 
 def plateau(curve: pd.DataFrame) -> Health:
-    "`OK` when the run has plateaued: the best accuracy of its last fifth of evaluated rounds is within `PLATEAU_POINTS` of its overall best and no more than that above the fifth before's; else `UNCONVERGED`, with the numbers."
+    "`OK` when the run has plateaued; else `UNCONVERGED`, with the numbers."
     acc = _evaluated(curve)['test_acc'].to_numpy(float)
     n = len(acc) // 5
-    if n == 0: return Health(Kind.UNCONVERGED, f'{len(acc)} evaluated rounds, too few to see a plateau')
-    last, before, best = acc[-n:].max(), acc[-2 * n:-n].max(), acc.max()
-    if last < best - PLATEAU_POINTS: return Health(Kind.UNCONVERGED, f'best of the last fifth {last:.3f}, more than {PLATEAU_POINTS:g} under its best {best:.3f}')
-    if last > before + PLATEAU_POINTS: return Health(Kind.UNCONVERGED, f'still rising: best of the last fifth {last:.3f} against {before:.3f} the fifth before')
+    if n == 0:
+        return Health(Kind.UNCONVERGED, f'{len(acc)} evaluated rounds, too few to see a plateau')
+    last, before, best = acc[-n:].max(), acc[-2 * n : -n].max(), acc.max()
+    if last < best - PLATEAU_POINTS:
+        return Health(
+            Kind.UNCONVERGED,
+            f'best of the last fifth {last:.3f}, more than {PLATEAU_POINTS:g} under its best {best:.3f}',
+        )
+    if last > before + PLATEAU_POINTS:
+        return Health(
+            Kind.UNCONVERGED, f'still rising: best of the last fifth {last:.3f} against {before:.3f} the fifth before'
+        )
     return OK
 
+
 def loss_health(losses, chance: float) -> Health:
-    "For a forgetting experiment's per-round mean loss of the global model: diverged when not finite or over ten times a chance-level model's $\\ln C$, not learned when it ends above 0.9 $\\ln C$."
+    """For a forgetting experiment's per-round mean loss of the global model: diverged when not finite or over ten times
+    a chance-level model's $\\ln C$, not learned when it ends above 0.9 $\\ln C$."""
     v, chance_loss = np.asarray(losses, float), math.log(1 / chance)
-    if not np.isfinite(v).all(): return Health(Kind.DIVERGED, 'a mean loss is not finite')
-    if v.max() > LOSS_EXPLOSION * chance_loss: return Health(Kind.DIVERGED, f"mean loss {v.max():.3g}, over {LOSS_EXPLOSION}× a chance-level model's {chance_loss:.3g}")
-    if v[-1] >= 0.9 * chance_loss: return Health(Kind.NOT_LEARNED, f"the global model's mean loss ends at {v[-1]:.3g}, not below 0.9 × a chance-level model's {chance_loss:.3g}")
+    if not np.isfinite(v).all():
+        return Health(Kind.DIVERGED, 'a mean loss is not finite')
+    if v.max() > LOSS_EXPLOSION * chance_loss:
+        return Health(
+            Kind.DIVERGED, f"mean loss {v.max():.3g}, over {LOSS_EXPLOSION}× a chance-level model's {chance_loss:.3g}"
+        )
+    if v[-1] >= 0.9 * chance_loss:
+        return Health(
+            Kind.NOT_LEARNED,
+            f"the global model's mean loss ends at {v[-1]:.3g}, "
+            f"not below 0.9 × a chance-level model's {chance_loss:.3g}",
+        )
     return OK
 
 # %% ../nbs/09a_repro.ipynb #b36f26a5
 def reference_health(health: dict, reference: str = 'FedAvg') -> Health:
-    "The health of a cell measured against `reference`'s run (a difference): `OK`, or `REFERENCE` with that run's failure. The compared method's own failure is not this: it is evidence."
+    """The health of a cell measured against `reference`'s run (a difference): `OK`, or `REFERENCE` with that run's
+    failure. The compared method's own failure is not this: it is evidence."""
     h = health.get(reference, OK)
     return OK if h.ok else Health(Kind.REFERENCE, f'{reference} {h}')
 
+
 def target_health(runs: dict, health: dict, reference: str, chance: float, targets=()) -> Health:
-    "The health of a cell measured against a target that `reference`'s run defines (its best accuracy, or a share of it): that run learned, has plateaued (`plateau`), and each accuracy target in `targets` is at or above the learned level."
-    if reference not in runs: return Health(Kind.PRECONDITION, f'no {reference} run to set the target')
-    if not (h := reference_health(health, reference)).ok: return h
-    if not (p := plateau(runs[reference])).ok: return Health(Kind.UNCONVERGED, f'{reference}: {p.detail}')
+    "The health of a cell measured against a target `reference`'s run defines (its best accuracy or a share)."
+    if reference not in runs:
+        return Health(Kind.PRECONDITION, f'no {reference} run to set the target')
+    if not (h := reference_health(health, reference)).ok:
+        return h
+    if not (p := plateau(runs[reference])).ok:
+        return Health(Kind.UNCONVERGED, f'{reference}: {p.detail}')
     level = learned_level(chance)
-    if (low := [t for t in targets if t < level]): return Health(Kind.LOW_TARGET, f"a target from {reference}'s run, {min(low):.3f}, is under the learned level {level:.3f}")
+    if low := [t for t in targets if t < level]:
+        return Health(
+            Kind.LOW_TARGET, f"a target from {reference}'s run, {min(low):.3f}, is under the learned level {level:.3f}"
+        )
     return OK
 
+
 def margin_cell(method: str, values: dict, health: dict) -> dict:
-    "`method`'s value less the best of the others'. A baseline that failed stays in at what it measured (a failure is evidence), so the cell is healthy."
+    """`method`'s value less the best of the others'. A baseline that failed stays in at what it measured (a failure is
+    evidence), so the cell is healthy."""
     others = [m for m in values if m != method]
-    return dict(method=method, metric='margin over the best baseline', value=values[method] - max(values[m] for m in others), health=OK)
+    return dict(
+        method=method,
+        metric='margin over the best baseline',
+        value=values[method] - max(values[m] for m in others),
+        health=OK,
+    )
+
 
 def mechanism_health(curve: pd.DataFrame, method: str, mechanism: Mechanism) -> Health:
-    "`INERT` when `method`'s own term, the median over rounds of its logged `mechanism.column`, is below the level at which it is its base method; `PRECONDITION` when the run logs no such column."
-    if mechanism.column not in curve: return Health(Kind.PRECONDITION, f'{method} logs no {mechanism.column!r}')
+    """`INERT` when `method`'s own term, the median over rounds of its logged `mechanism.column`, is below the level at
+    which it is its base method; `PRECONDITION` when the run logs no such column."""
+    if mechanism.column not in curve:
+        return Health(Kind.PRECONDITION, f'{method} logs no {mechanism.column!r}')
     size = float(np.nanmedian(curve[mechanism.column].abs().to_numpy(float)))
     if size < mechanism.inert_below:
-        return Health(Kind.INERT, f"{method}'s term is inert at this scale ({mechanism.what or mechanism.column} {size:.3g} < {mechanism.inert_below:g}: {method} is {mechanism.base})")
+        return Health(
+            Kind.INERT,
+            f"{method}'s term is inert at this scale ({mechanism.what or mechanism.column} {size:.3g} "
+            f"< {mechanism.inert_below:g}: {method} is {mechanism.base})",
+        )
     return OK
 
 # %% ../nbs/09a_repro.ipynb #2d3129a1
-SEED_COLUMNS = ['setting', 'method', 'seed', 'metric', 'value', 'rounds', 'health', 'detail']   # health: a `Kind`; detail: why, in words
+SEED_COLUMNS = [
+    'setting',
+    'method',
+    'seed',
+    'metric',
+    'value',
+    'rounds',
+    'health',
+    'detail',
+]  # health: a `Kind`; detail: why, in words
 
-def run_table(paper: Paper, settings, scale: str, seeds, out, device: str = 'auto', data_root: str = 'data', methods=None,
-              workers: int | None = None, backend: str = 'local', **overrides) -> pd.DataFrame:
-    "Run every method of each setting over `seeds` at `scale` (each config once: runs resume and are reused) on `backend` ('local' processes or 'ray' tasks); their curves as one table."
-    jobs = [(st, m, paper.config(st, m, scale, seed=int(sd), device=device, data_root=data_root, **overrides))
-            for st in settings for m in paper.run_methods(st, scale) if methods is None or m in methods for sd in seeds]
+
+def run_table(
+    paper: Paper,
+    settings,
+    scale: str,
+    seeds,
+    out,
+    device: str = 'auto',
+    data_root: str = 'data',
+    methods=None,
+    workers: int | None = None,
+    backend: str = 'local',
+    **overrides,
+) -> pd.DataFrame:
+    """Run every method of each setting over `seeds` at `scale` (each config once: runs resume and are reused) on
+    `backend` ('local' processes or 'ray' tasks); their curves as one table."""
+    jobs = [
+        (st, m, paper.config(st, m, scale, seed=int(sd), device=device, data_root=data_root, **overrides))
+        for st in settings
+        for m in paper.run_methods(st, scale)
+        if methods is None or m in methods
+        for sd in seeds
+    ]
     slow_first = sorted(range(len(jobs)), key=lambda i: -_cost(jobs[i][2]))
     done = dict(zip(slow_first, run_many([jobs[i][2] for i in slow_first], out, workers, backend)))
-    return pd.concat([done[i].metrics.assign(setting=st, method=m, seed=done[i].cfg.seed) for i, (st, m, _) in enumerate(jobs)], ignore_index=True)
+    return pd.concat(
+        [done[i].metrics.assign(setting=st, method=m, seed=done[i].cfg.seed) for i, (st, m, _) in enumerate(jobs)],
+        ignore_index=True,
+    )
+
 
 def _cost(cfg: ExperimentConfig) -> float:
     "A rough relative cost, to start the longest runs first."
     return cfg.rounds * cfg.clients_per_round * cfg.local_epochs * (4 if cfg.algorithm == 'fedreg' else 1)
 
-def lr_sweep(paper: Paper, setting: str, lrs, seed: int, out, scale: str = 'mini', methods=None, workers: int | None = None,
-             backend: str = 'local', **overrides) -> pd.DataFrame:
-    "Every method of `setting` at each learning rate of `lrs` (one value for all methods at a time), on `seed`, with config `overrides` (e.g. `rounds`): rounds, best accuracy and run health."
+
+def lr_sweep(
+    paper: Paper,
+    setting: str,
+    lrs,
+    seed: int,
+    out,
+    scale: str = 'mini',
+    methods=None,
+    workers: int | None = None,
+    backend: str = 'local',
+    **overrides,
+) -> pd.DataFrame:
+    """Every method of `setting` at each learning rate of `lrs` (one value for all methods at a time), on `seed`, with
+    config `overrides` (e.g. `rounds`): rounds, best accuracy and run health."""
     methods = list(methods or paper.run_methods(setting, scale))
     cfgs = [paper.config(setting, m, scale, seed=seed, lr=lr, **overrides) for lr in lrs for m in methods]
     chance = paper.chance(setting, scale)
-    return pd.DataFrame([dict(rounds=c.rounds, lr=c.lr, method=m, best=best_accuracy(r.metrics), health=str(run_health(r.metrics, chance)))
-                         for c, m, r in zip(cfgs, methods * len(lrs), run_many(cfgs, out, workers, backend))])
+    return pd.DataFrame(
+        [
+            dict(
+                rounds=c.rounds,
+                lr=c.lr,
+                method=m,
+                best=best_accuracy(r.metrics),
+                health=str(run_health(r.metrics, chance)),
+            )
+            for c, m, r in zip(cfgs, methods * len(lrs), run_many(cfgs, out, workers, backend))
+        ]
+    )
+
 
 def mini_lr(sweep: pd.DataFrame) -> float:
-    "The learning rate of a sweep at which the most methods learned without diverging (`health` 'ok'); among equals, the largest."
+    """The learning rate of a sweep at which the most methods learned without diverging (`health` 'ok'); among equals,
+    the largest."""
     healthy = sweep.assign(ok=sweep['health'] == Kind.OK).groupby('lr')['ok'].sum()
-    check(healthy.max() > 0, 'sweep', sorted(set(sweep['lr'])), 'at least one learning rate at which some method learned without diverging')
+    check(
+        healthy.max() > 0,
+        'sweep',
+        sorted(set(sweep['lr'])),
+        'at least one learning rate at which some method learned without diverging',
+    )
     return float(max(healthy.index[healthy == healthy.max()]))
 
+
 def sweep_rows(sweep: pd.DataFrame, cfg: ExperimentConfig) -> pd.DataFrame:
-    "The rows of a sweep record run as `cfg` is (same rounds and clients per round, where the record has those columns)."
+    """The rows of a sweep record run as `cfg` is (same rounds and clients per round, where the record has those
+    columns)."""
     keep = np.ones(len(sweep), bool)
     for k in ('rounds', 'clients_per_round'):
-        if k in sweep: keep &= (sweep[k] == getattr(cfg, k)).to_numpy()
+        if k in sweep:
+            keep &= (sweep[k] == getattr(cfg, k)).to_numpy()
     return sweep[keep]
 
+
 def sweep_view(sweep: pd.DataFrame, index) -> pd.DataFrame:
-    "A sweep record as the book shows it: each method's best accuracy per row of `index`, a flagged run marked ⚠ with its kind, – where not run."
+    """A sweep record as the book shows it: each method's best accuracy per row of `index`, a flagged run marked ⚠ with
+    its kind, – where not run."""
     flag = sweep['health'].map(lambda h: '' if h == 'ok' else ' ⚠ ' + h.split(':')[0])
-    return sweep.assign(cell=sweep['best'].map('{:.3f}'.format) + flag).pivot(index=index, columns='method', values='cell'
-                                                                               ).sort_index(ascending=False)[list(dict.fromkeys(sweep['method']))].fillna('–')
+    return (
+        sweep.assign(cell=sweep['best'].map('{:.3f}'.format) + flag)
+        .pivot(index=index, columns='method', values='cell')
+        .sort_index(ascending=False)[list(dict.fromkeys(sweep['method']))]
+        .fillna('–')
+    )
+
 
 def seed_cells(paper: Paper, curves: pd.DataFrame, scale: str) -> pd.DataFrame:
-    "The paper's metrics of every setting, method and seed (`SEED_COLUMNS`), each cell with its health: the cell's own precondition, else its run's failure, else its method's term found inert (`Paper.mechanisms`)."
+    "The paper's metrics of every setting, method and seed (`SEED_COLUMNS`), each cell with its health."
     rows = []
     for (st, sd), g in curves.groupby(['setting', 'seed'], sort=False):
         chance = paper.chance(st, scale)
@@ -396,26 +675,48 @@ def seed_cells(paper: Paper, curves: pd.DataFrame, scale: str) -> pd.DataFrame:
             m, k = cell['method'], cell['metric']
             check(k in paper.metrics, f'{paper.key} cell metric', k, f'a declared metric: one of {list(paper.metrics)}')
             h = _cell_health(cell.get('health', OK), health.get(m, OK), runs.get(m), m, paper.mechanisms.get(m))
-            rows.append(dict(setting=st, method=m, seed=int(sd), metric=k, value=float(cell['value']),
-                             rounds=int(runs[m]['round'].max()) if m in runs else None, health=h.kind.value, detail=h.detail))
+            rows.append(
+                dict(
+                    setting=st,
+                    method=m,
+                    seed=int(sd),
+                    metric=k,
+                    value=float(cell['value']),
+                    rounds=int(runs[m]['round'].max()) if m in runs else None,
+                    health=h.kind.value,
+                    detail=h.detail,
+                )
+            )
     return pd.DataFrame(rows, columns=SEED_COLUMNS)
+
 
 def _cell_health(own: Health, run: Health, curve, method: str, mechanism) -> Health:
     "A comparison's precondition on the cell first, then the run's failure (evidence), then its term's size."
     check(isinstance(own, Health), 'cell health', own, 'a Health (fedrepro.repro.Health), not text')
-    if not own.ok: return own
-    if not run.ok: return run
+    if not own.ok:
+        return own
+    if not run.ok:
+        return run
     return mechanism_health(curve, method, mechanism) if mechanism and curve is not None else OK
 
+
 def split_health(cells: pd.DataFrame) -> pd.DataFrame:
-    "Cells as `SEED_COLUMNS` hold them: a `health` column of `Health` (as a job builds them) split into its kind and `detail`; cells that have `detail` as they are."
-    if 'detail' in cells: return cells
-    check(all(isinstance(h, Health) for h in cells['health']), 'health', next((h for h in cells['health'] if not isinstance(h, Health)), None),
-          'a Health (fedrepro.repro.Health) in every cell, not text')
+    """Cells as `SEED_COLUMNS` hold them: a `health` column of `Health` (as a job builds them) split into its kind and
+    `detail`; cells that have `detail` as they are."""
+    if 'detail' in cells:
+        return cells
+    check(
+        all(isinstance(h, Health) for h in cells['health']),
+        'health',
+        next((h for h in cells['health'] if not isinstance(h, Health)), None),
+        'a Health (fedrepro.repro.Health) in every cell, not text',
+    )
     return cells.assign(detail=[h.detail for h in cells['health']], health=[h.kind.value for h in cells['health']])
 
+
 def write_seed_csv(cells: pd.DataFrame, out_dir, name: str) -> Path:
-    "Write the per-seed cells to `<out_dir>/<name>_seeds.csv` (the evidence every verdict reads); a `health` column of `Health` is written as its kind and `detail`."
+    """Write the per-seed cells to `<out_dir>/<name>_seeds.csv` (the evidence every verdict reads); a `health` column of
+    `Health` is written as its kind and `detail`."""
     cells = split_health(cells)
     check(list(cells.columns) == SEED_COLUMNS, 'columns', list(cells.columns), f'exactly {SEED_COLUMNS}')
     path = Path(out_dir) / f'{name}_seeds.csv'
@@ -423,62 +724,120 @@ def write_seed_csv(cells: pd.DataFrame, out_dir, name: str) -> Path:
     cells.to_csv(path, index=False)
     return path
 
+
 def read_seed_csv(path) -> pd.DataFrame:
-    "One `_seeds.csv`, refused in one line when its columns are not `SEED_COLUMNS` (written by an older fedrepro: re-run its job)."
+    """One `_seeds.csv`, refused in one line when its columns are not `SEED_COLUMNS` (written by an older fedrepro:
+    re-run its job)."""
     cells = pd.read_csv(path, dtype={'health': str, 'detail': str})
-    check(list(cells.columns) == SEED_COLUMNS, f'columns of {Path(path).name}', list(cells.columns), f'exactly {SEED_COLUMNS} (re-run its job)')
+    check(
+        list(cells.columns) == SEED_COLUMNS,
+        f'columns of {Path(path).name}',
+        list(cells.columns),
+        f'exactly {SEED_COLUMNS} (re-run its job)',
+    )
     return cells.assign(detail=cells['detail'].fillna(''))
 
+
 def read_seed_csvs(folder, prefix: str) -> pd.DataFrame:
-    "Every `<prefix>*_seeds.csv` of `folder` as one table, a cell that two artefacts share (one run, two tables) once (empty, with the columns, when there is none)."
+    """Every `<prefix>*_seeds.csv` of `folder` as one table, a cell that two artefacts share (one run, two tables) once
+    (empty, with the columns, when there is none)."""
     files = sorted(Path(folder).glob(f'{prefix}*_seeds.csv'))
-    if not files: return pd.DataFrame(columns=SEED_COLUMNS)
-    return pd.concat([read_seed_csv(f) for f in files], ignore_index=True).drop_duplicates(['setting', 'method', 'seed', 'metric'], ignore_index=True)
+    if not files:
+        return pd.DataFrame(columns=SEED_COLUMNS)
+    return pd.concat([read_seed_csv(f) for f in files], ignore_index=True).drop_duplicates(
+        ['setting', 'method', 'seed', 'metric'], ignore_index=True
+    )
 
 # %% ../nbs/09a_repro.ipynb #8d38f65f
 def seed_flags(g: pd.DataFrame) -> str:
-    "' ⚠ seeds 1, 2 diverged': the seeds whose cells are flagged, by kind (the reasons in full are in the per-seed cells)."
+    """' ⚠ seeds 1, 2 diverged': the seeds whose cells are flagged, by kind (the reasons in full are in the per-seed
+    cells)."""
     kinds = {}
     for sd, h in zip(g['seed'], g['health']):
-        if h != Kind.OK: kinds.setdefault(h, []).append(str(sd))
+        if h != Kind.OK:
+            kinds.setdefault(h, []).append(str(sd))
     return ''.join(f" ⚠ seed{'s' if len(v) > 1 else ''} {', '.join(v)} {k}" for k, v in kinds.items())
 
-def table_rows(paper: Paper, cells: pd.DataFrame, scale: str, table: str | None = None, digits: int = 3) -> pd.DataFrame:
-    "The CSV contract's rows (mean over seeds as `ours`, the paper's number beside it) and `shown`, the book's text with every flagged seed named."
+
+def table_rows(
+    paper: Paper, cells: pd.DataFrame, scale: str, table: str | None = None, digits: int = 3
+) -> pd.DataFrame:
+    """The CSV contract's rows (mean over seeds as `ours`, the paper's number beside it) and `shown`, the book's text
+    with every flagged seed named."""
     rows, cells = [], split_health(cells)
     for (st, m, k), g in cells.groupby(['setting', 'method', 'metric'], sort=False):
         v = g['value'].to_numpy(float)
-        if paper.metrics[k].kind is MetricKind.ROUNDS: ours, shown = rounds_stats(np.where(np.isinf(v), np.nan, v))
-        else: ours, shown = seed_stats(v)[0], mean_std(v, digits)
-        rows.append(dict(setting=st, method=m, metric=k, paper=paper.paper_value(st, m, k, table), ours='-' if np.isnan(ours) else ours,
-                         scale=scale, seeds=','.join(map(str, sorted(g['seed']))), shown=shown + seed_flags(g)))
+        if paper.metrics[k].kind is MetricKind.ROUNDS:
+            ours, shown = rounds_stats(np.where(np.isinf(v), np.nan, v))
+        else:
+            ours, shown = seed_stats(v)[0], mean_std(v, digits)
+        rows.append(
+            dict(
+                setting=st,
+                method=m,
+                metric=k,
+                paper=paper.paper_value(st, m, k, table),
+                ours='-' if np.isnan(ours) else ours,
+                scale=scale,
+                seeds=','.join(map(str, sorted(g['seed']))),
+                shown=shown + seed_flags(g),
+            )
+        )
     return pd.DataFrame(rows)
+
 
 def _not_run(paper: Paper, setting: str, method: str, scale: str) -> str | None:
     "Why `scale` does not run `method` in `setting`, or None when it does."
-    if not paper.scaled_settings([setting], scale): return f'no {scale} scale'
+    if not paper.scaled_settings([setting], scale):
+        return f'no {scale} scale'
     return None if method in paper.run_methods(setting, scale) else f'not run at {scale} (the scale table says why)'
 
+
 def unrun_rows(paper: Paper, table: str, settings, scale: str, why: str | None = None, methods=None) -> pd.DataFrame:
-    "Rows for a table's printed cells in `settings` (of `methods`, default all) not run at `scale`: the paper's numbers, `ours` empty, and `why` (default: each cell's own reason, and only the cells `scale` skips) as the text shown."
+    "Rows for a table's printed cells in `settings` (of `methods`, default all) not run at `scale`."
     p = paper.printed
-    p = p[(p['table'] == table) & p['setting'].isin(list(settings)) & (p['method'].isin(list(methods)) if methods is not None else True)]
-    rows = [dict(setting=r.setting, method=r.method, metric=r.metric, paper='-' if pd.isna(r.value) else r.value, ours=None, scale=scale, seeds='',
-                 shown=why or _not_run(paper, r.setting, r.method, scale)) for r in p.itertuples()]
+    p = p[
+        (p['table'] == table)
+        & p['setting'].isin(list(settings))
+        & (p['method'].isin(list(methods)) if methods is not None else True)
+    ]
+    rows = [
+        dict(
+            setting=r.setting,
+            method=r.method,
+            metric=r.metric,
+            paper='-' if pd.isna(r.value) else r.value,
+            ours=None,
+            scale=scale,
+            seeds='',
+            shown=why or _not_run(paper, r.setting, r.method, scale),
+        )
+        for r in p.itertuples()
+    ]
     return pd.DataFrame([r for r in rows if r['shown']], columns=REPRO_COLUMNS + ['shown'])
 
+
 def paper_view(paper: Paper, rows: pd.DataFrame, scale: str) -> pd.DataFrame:
-    "The paper's layout: a row per method, a column per (setting, metric), each cell 'ours (paper)'; at small scales the stand-in is in the header."
-    fmt = lambda v: '' if v is None or (isinstance(v, float) and np.isnan(v)) else (f'{v:g}' if isinstance(v, float) else str(v))
-    cell = rows.assign(cell=rows['shown'] + ' (' + rows['paper'].map(fmt) + ')', setting=rows['setting'].map(lambda s: paper.label(s, scale)))
+    """The paper's layout: a row per method, a column per (setting, metric), each cell 'ours (paper)'; at small scales
+    the stand-in is in the header."""
+    fmt = lambda v: (
+        '' if v is None or (isinstance(v, float) and np.isnan(v)) else (f'{v:g}' if isinstance(v, float) else str(v))
+    )
+    cell = rows.assign(
+        cell=rows['shown'] + ' (' + rows['paper'].map(fmt) + ')',
+        setting=rows['setting'].map(lambda s: paper.label(s, scale)),
+    )
     view = cell.pivot(index='method', columns=['setting', 'metric'], values='cell')
     order = [m for m in paper.methods if m in view.index] + [m for m in view.index if m not in paper.methods]
     return view.reindex(index=order, columns=cell[['setting', 'metric']].drop_duplicates().apply(tuple, axis=1))
 
 # %% ../nbs/09a_repro.ipynb #01935257
 def plot_curves(paper: Paper, curves: pd.DataFrame, scale: str, authors: pd.DataFrame | None = None):
-    "Test accuracy per round of each setting: ours (mean ± sd over seeds, stand-in named) and, below, the authors' runs at paper scale."
-    import matplotlib.pyplot as plt, seaborn as sns
+    """Test accuracy per round of each setting: ours (mean ± sd over seeds, stand-in named) and, below, the authors'
+    runs at paper scale."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
     settings = list(curves['setting'].unique())
     nrows = 1 if authors is None or authors.empty else 2
     fig, axes = plt.subplots(nrows, len(settings), figsize=(4.8 * len(settings), 3.6 * nrows), squeeze=False)
@@ -486,17 +845,36 @@ def plot_curves(paper: Paper, curves: pd.DataFrame, scale: str, authors: pd.Data
     palette = dict(zip(methods, sns.color_palette('tab10', len(methods))))
     for j, st in enumerate(settings):
         c = curves[curves['setting'] == st]
-        sns.lineplot(data=c, x='round', y='test_acc', hue='method', hue_order=[m for m in methods if m in set(c['method'])], palette=palette,
-                     errorbar='sd', ax=axes[0, j], legend=j == len(settings) - 1)
+        sns.lineplot(
+            data=c,
+            x='round',
+            y='test_acc',
+            hue='method',
+            hue_order=[m for m in methods if m in set(c['method'])],
+            palette=palette,
+            errorbar='sd',
+            ax=axes[0, j],
+            legend=j == len(settings) - 1,
+        )
         axes[0, j].set(title=f'ours: {paper.label(st, scale)}', xlabel='round', ylabel='test accuracy')
         axes[0, j].title.set_fontsize(8)
         if nrows == 2:
             a = authors[authors['setting'] == st]
-            sns.lineplot(data=a, x='round', y='test_acc', hue='method', hue_order=[m for m in methods if m in set(a['method'])],
-                         palette=palette, ax=axes[1, j], legend=False, lw=0.8)
+            sns.lineplot(
+                data=a,
+                x='round',
+                y='test_acc',
+                hue='method',
+                hue_order=[m for m in methods if m in set(a['method'])],
+                palette=palette,
+                ax=axes[1, j],
+                legend=False,
+                lw=0.8,
+            )
             axes[1, j].set(title=f'the authors: {st} (paper scale)', xlabel='round', ylabel='test accuracy')
             axes[1, j].title.set_fontsize(8)
-    if len(settings): sns.move_legend(axes[0, -1], 'upper left', bbox_to_anchor=(1, 1))
+    if len(settings):
+        sns.move_legend(axes[0, -1], 'upper left', bbox_to_anchor=(1, 1))
     fig.tight_layout()
     return fig
 
@@ -504,42 +882,58 @@ def plot_curves(paper: Paper, curves: pd.DataFrame, scale: str, authors: pd.Data
 ALPHA = 0.05
 OUTCOMES = tuple(Outcome)
 
+
 @dataclass
 class Judged:
-    "One comparison: its outcome before the claim's correction, its evidence, the seeds left out and why, and its one-sided p-values for and against the claim (0 or 1 where the check counts rather than tests)."
+    "One comparison: its outcome before the claim's correction, its evidence and its one-sided p-values."
+
     outcome: Outcome
     evidence: str
     excluded: str = ''
     p_for: float = 1.0
     p_against: float = 1.0
 
+
 class Untestable(Exception):
     "A precondition failed: the comparison cannot be made here (the reason is the message)."
 
+
 def _fmt(v: float) -> str:
-    if np.isnan(v): return 'n/a'
-    if np.isinf(v): return '-'
+    if np.isnan(v):
+        return 'n/a'
+    if np.isinf(v):
+        return '-'
     return f'{v:.3f}' if abs(v) < 1 else f'{v:.0f}' if v == int(v) else f'{v:.3g}'
 
+
 def sign_flip(d, alternative: str) -> float:
-    "The exact one-sided p of the paired sign-flip (permutation) test of `d`'s mean against 0: the share of the $2^n$ sign patterns of $|d|$ whose sum lies at least as far towards `alternative` ('greater' or 'less') as the observed one (above 16 values, $2^{16}$ seeded random patterns)."
+    "The exact one-sided p of the paired sign-flip (permutation) test of `d`'s mean against 0."
     d = np.asarray(d, float)
     n = len(d)
-    bits = np.random.default_rng(0).integers(0, 2, (2 ** 16, n)) if n > 16 else (np.arange(2 ** n)[:, None] >> np.arange(n)) & 1
+    bits = (
+        np.random.default_rng(0).integers(0, 2, (2**16, n))
+        if n > 16
+        else (np.arange(2**n)[:, None] >> np.arange(n)) & 1
+    )
     sums, observed, tol = (1 - 2 * bits) @ np.abs(d), d.sum(), 1e-9 * np.abs(d).sum()
     return float(np.mean(sums >= observed - tol) if alternative == 'greater' else np.mean(sums <= observed + tol))
 
+
 def effect(d) -> str:
-    "The mean of `d` and its 95% $t$ interval, as text: the size of the effect beside the test's p (the interval describes; the sign-flip test decides)."
-    from scipy import stats                          # here, not at import: scipy.stats takes a third of a second to load
+    """The mean of `d` and its 95% $t$ interval, as text: the size of the effect beside the test's p (the interval
+    describes; the sign-flip test decides)."""
+    from scipy import stats  # here, not at import: scipy.stats takes a third of a second to load
+
     d = np.asarray(d, float)
     m, half = d.mean(), stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
     return f'mean {m:+.3g} [95% CI {m - half:+.3g}, {m + half:+.3g}]'
 
+
 def _series(cells: pd.DataFrame, setting: str, method: str, metric: str):
-    "Per-seed values (index: seed) of the seeds that can be compared, healthy or failed (intention to treat: a failure stays in at what it measured), their budgets, the seeds left out with why (a precondition failed), and the failures kept."
+    "Per-seed values (index: seed) of the seeds that can be compared, healthy or failed, and those left out."
     g = cells[(cells['setting'] == setting) & (cells['method'] == method) & (cells['metric'] == metric)]
-    if g.empty: raise Untestable(f'{setting} / {method} / {metric}: no per-seed results at this scale')
+    if g.empty:
+        raise Untestable(f'{setting} / {method} / {metric}: no per-seed results at this scale')
     kinds = [Kind(h) for h in g['health']]
     keep = np.array([k is Kind.OK or k in FAILURES for k in kinds])
     out = [(method, s, str(Health(k, d))) for s, k, d, kp in zip(g['seed'], kinds, g['detail'], keep) if not kp]
@@ -547,17 +941,26 @@ def _series(cells: pd.DataFrame, setting: str, method: str, metric: str):
     kept = g[keep].set_index('seed')
     return kept['value'].astype(float), kept['rounds'].astype(float), out, failed
 
+
 def _reasons(out: list) -> str:
-    "The seeds left out, `(method, seed, why)`, as text, a reason the methods share (their reference's) said once: 'FedReg, FedAvg seed 0: ...'."
+    """The seeds left out, `(method, seed, why)`, as text, a reason the methods share (their reference's) said once:
+    'FedReg, FedAvg seed 0: ...'."""
     by = {}
-    for m, s, why in out: by.setdefault((s, why), []).append(m)
+    for m, s, why in out:
+        by.setdefault((s, why), []).append(m)
     return '; '.join(f"{', '.join(dict.fromkeys(ms))} seed {s}: {why}" for (s, why), ms in by.items())
 
+
 def _need(n: int, out: list, what: str, need: int = MIN_SEEDS):
-    if n < need: raise Untestable(f'{what}: {n} seed{"s" if n != 1 else ""} to compare, at least {need} needed' + (f' ({_reasons(out)})' if out else ''))
+    if n < need:
+        raise Untestable(
+            f'{what}: {n} seed{"s" if n != 1 else ""} to compare, at least {need} needed'
+            + (f' ({_reasons(out)})' if out else '')
+        )
+
 
 def _floor(va: pd.Series, vb: pd.Series, budgets, better: str):
-    "Both series under one map: a threshold never reached (inf) censored at the budget (or the largest finite value, if larger), a value a failed run left undefined (NaN) set to the worst finite one. The same map for both methods, so under the null a pair stays exchangeable and the sign-flip test stays exact."
+    "Both series under one map, the same for both methods: no inf or NaN left."
     both = pd.concat([va, vb]).to_numpy()
     finite = both[np.isfinite(both)]
     cap = max([*budgets, *finite]) if np.isinf(both).any() else math.inf
@@ -565,8 +968,19 @@ def _floor(va: pd.Series, vb: pd.Series, budgets, better: str):
     fix = lambda v: v.where(~np.isinf(v), cap).fillna(worst)
     return fix(va), fix(vb)
 
-def _paired(cells: pd.DataFrame, setting: str, metric: str, a: str, b: str, better: str, need: int = MIN_SEEDS, setting_b: str | None = None):
-    "Methods `a` and `b` (`b` in `setting_b` if given) on the seeds both can be compared on (`_series`, `_floor`), those seeds, the reasons of the seeds left out, and the failures kept."
+
+def _paired(
+    cells: pd.DataFrame,
+    setting: str,
+    metric: str,
+    a: str,
+    b: str,
+    better: str,
+    need: int = MIN_SEEDS,
+    setting_b: str | None = None,
+):
+    """Methods `a` and `b` (`b` in `setting_b` if given) on the seeds both can be compared on (`_series`, `_floor`),
+    those seeds, the reasons of the seeds left out, and the failures kept."""
     va, ra, out_a, fail_a = _series(cells, setting, a, metric)
     vb, rb, out_b, fail_b = _series(cells, setting_b or setting, b, metric)
     seeds, out = va.index.intersection(vb.index), out_a + out_b
@@ -574,13 +988,24 @@ def _paired(cells: pd.DataFrame, setting: str, metric: str, a: str, b: str, bett
     va, vb = _floor(va[seeds], vb[seeds], [*ra[seeds], *rb[seeds]], better)
     return va, vb, seeds, _reasons(out), [f for s, f in fail_a + fail_b if s in seeds]
 
-def _failures(kept: list) -> str: return f"; failures kept as evidence: {', '.join(kept)}" if kept else ''
-def _seeds(seeds) -> str: return 'seeds ' + ', '.join(map(str, seeds))
-def _values(v) -> str: return '[' + ', '.join(_fmt(x) for x in v) + ']'
+
+def _failures(kept: list) -> str:
+    return f"; failures kept as evidence: {', '.join(kept)}" if kept else ''
+
+
+def _seeds(seeds) -> str:
+    return 'seeds ' + ', '.join(map(str, seeds))
+
+
+def _values(v) -> str:
+    return '[' + ', '.join(_fmt(x) for x in v) + ']'
+
 
 @dataclass(frozen=True)
 class Compare:
-    "Method `a`'s `metric` is `better` ('lower' or 'higher') than method `b`'s in `setting` (`b`'s in `setting_b`, if given): the exact one-sided paired sign-flip test over seeds."
+    """Method `a`'s `metric` is `better` ('lower' or 'higher') than method `b`'s in `setting` (`b`'s in `setting_b`, if
+    given): the exact one-sided paired sign-flip test over seeds."""
+
     setting: str
     metric: str
     a: str
@@ -590,21 +1015,30 @@ class Compare:
     basis: ClassVar[Basis] = Basis.EMPIRICAL
 
     def judge(self, cells: pd.DataFrame) -> Judged:
-        va, vb, seeds, out, kept = _paired(cells, self.setting, self.metric, self.a, self.b, self.better, setting_b=self.setting_b)
+        va, vb, seeds, out, kept = _paired(
+            cells, self.setting, self.metric, self.a, self.b, self.better, setting_b=self.setting_b
+        )
         d = (va - vb).to_numpy()
         claim, other = ('less', 'greater') if self.better == 'lower' else ('greater', 'less')
         p, q = sign_flip(d, claim), sign_flip(d, other)
         b = self.b if self.setting_b is None else f'{self.b} in {self.setting_b}'
-        ev = (f"{self.setting} {self.metric}: {self.a} {_values(va)} vs {b} {_values(vb)} ({_seeds(seeds)}; {self.a} − {self.b} {effect(d)}; "
-              f"sign-flip p {p:.3g}{_failures(kept)})")
+        ev = (
+            f"{self.setting} {self.metric}: {self.a} {_values(va)} vs {b} {_values(vb)} "
+            f"({_seeds(seeds)}; {self.a} − {self.b} {effect(d)}; "
+            f"sign-flip p {p:.3g}{_failures(kept)})"
+        )
         return Judged(_decide(p, q), ev, out, p, q)
+
 
 def _decide(p: float, q: float) -> Outcome:
     return Outcome.REPRODUCED if p < ALPHA else Outcome.NOT_REPRODUCED if q < ALPHA else Outcome.INCONCLUSIVE
 
+
 @dataclass(frozen=True)
 class Band:
-    "`method`'s `metric` in `setting` lies in [lo, hi]: a sign-flip test of the seeds' values against each finite bound; place it around the paper's claim, not at its single run's estimate."
+    """`method`'s `metric` in `setting` lies in [lo, hi]: a sign-flip test of the seeds' values against each finite
+    bound; place it around the paper's claim, not at its single run's estimate."""
+
     setting: str
     method: str
     metric: str
@@ -620,13 +1054,19 @@ class Band:
         bounds = [(b, c) for b, c in ((self.lo, 'greater'), (self.hi, 'less')) if np.isfinite(b)]
         ps = [(sign_flip(v - b, c), sign_flip(v - b, 'less' if c == 'greater' else 'greater')) for b, c in bounds]
         parts = '; '.join(f"{'>' if c == 'greater' else '<'} {b:g}: p {p:.3g}" for (b, c), (p, _) in zip(bounds, ps))
-        p, q = max(p for p, _ in ps), min(q for _, q in ps)      # every bound must hold; one crossed contradicts (both cannot be: no correction)
+        p, q = (
+            max(p for p, _ in ps),
+            min(q for _, q in ps),
+        )  # every bound must hold; one crossed contradicts (both cannot be: no correction)
         ev = f"{self.setting} {self.method} {self.metric} {_values(v)} ({_seeds(v.index)}; {parts}{_failures(failed)})"
         return Judged(_decide(p, q), ev, _reasons(out), p, q)
 
+
 @dataclass(frozen=True)
 class Never:
-    "`method` never reaches the threshold of round metric `metric` in `setting`, on every seed (`reached=True`: reaches it on every seed); a failed run stays in."
+    """`method` never reaches the threshold of round metric `metric` in `setting`, on every seed (`reached=True`:
+    reaches it on every seed); a failed run stays in."""
+
     setting: str
     method: str
     metric: str
@@ -637,13 +1077,21 @@ class Never:
         v, _, out, failed = _series(cells, self.setting, self.method, self.metric)
         _need(len(v), out, f'{self.setting}, {self.method}')
         want = np.isfinite(v.to_numpy()) == self.reached
-        outcome = Outcome.REPRODUCED if want.all() else Outcome.NOT_REPRODUCED if not want.any() else Outcome.INCONCLUSIVE
-        ev = f"{self.setting} {self.method} {self.metric} {_values(v)} ({'reached' if self.reached else 'never reached'} on {int(want.sum())} of {len(v)} seeds{_failures([f for _, f in failed])})"
+        outcome = (
+            Outcome.REPRODUCED if want.all() else Outcome.NOT_REPRODUCED if not want.any() else Outcome.INCONCLUSIVE
+        )
+        ev = (
+            f"{self.setting} {self.method} {self.metric} {_values(v)} "
+            f"({'reached' if self.reached else 'never reached'} on {int(want.sum())} of {len(v)} seeds"
+            f"{_failures([f for _, f in failed])})"
+        )
         return Judged(outcome, ev, _reasons(out), float(not want.all()), float(want.any()))
+
 
 @dataclass(frozen=True)
 class NotAbove:
-    "Method `a`'s `metric` is not above `b`'s by more than `margin` (non-inferiority: 'comparable', 'competitive'): sign-flip tests of the paired differences against the margin, below it for the claim, above it against."
+    "Method `a`'s `metric` is not above `b`'s by more than `margin` (non-inferiority: 'comparable', 'competitive')."
+
     setting: str
     metric: str
     a: str
@@ -655,13 +1103,18 @@ class NotAbove:
         va, vb, seeds, out, kept = _paired(cells, self.setting, self.metric, self.a, self.b, 'lower')
         d = (va - vb).to_numpy()
         p, q = sign_flip(d - self.margin, 'less'), sign_flip(d - self.margin, 'greater')
-        ev = (f"{self.setting} {self.metric}: {self.a} − {self.b} [{', '.join(f'{x:+.3f}' for x in d)}] ({_seeds(seeds)}; {effect(d)} against the margin "
-              f"{self.margin:g}; p(below) {p:.3g}, p(above) {q:.3g}{_failures(kept)})")
+        ev = (
+            f"{self.setting} {self.metric}: {self.a} − {self.b} [{', '.join(f'{x:+.3f}' for x in d)}] "
+            f"({_seeds(seeds)}; {effect(d)} against the margin "
+            f"{self.margin:g}; p(below) {p:.3g}, p(above) {q:.3g}{_failures(kept)})"
+        )
         return Judged(_decide(p, q), ev, out, p, q)
+
 
 @dataclass(frozen=True)
 class Same:
     "`metric` of methods `a` and `b` is equal on every seed (a deterministic quantity, such as what a client uploads)."
+
     setting: str
     metric: str
     a: str
@@ -671,36 +1124,63 @@ class Same:
     def judge(self, cells: pd.DataFrame) -> Judged:
         va, vb, seeds, out, _ = _paired(cells, self.setting, self.metric, self.a, self.b, 'higher', need=1)
         eq = np.isclose(va.to_numpy(), vb.to_numpy(), rtol=1e-12, atol=0)
-        ev = f"{self.setting} {self.metric}: {self.a} {va.iloc[0]:,.6g} vs {self.b} {vb.iloc[0]:,.6g} (equal on {int(eq.sum())} of {len(eq)} seeds)"
-        return Judged(Outcome.REPRODUCED if eq.all() else Outcome.NOT_REPRODUCED, ev, out, float(not eq.all()), float(eq.all()))
+        ev = (
+            f"{self.setting} {self.metric}: {self.a} {va.iloc[0]:,.6g} vs {self.b} {vb.iloc[0]:,.6g} "
+            f"(equal on {int(eq.sum())} of {len(eq)} seeds)"
+        )
+        return Judged(
+            Outcome.REPRODUCED if eq.all() else Outcome.NOT_REPRODUCED, ev, out, float(not eq.all()), float(eq.all())
+        )
+
 
 @dataclass(frozen=True)
 class Interior:
-    "A sweep over `methods` (in the order of the swept value) is minimised in `metric` at an interior value: the best interior value `Compare`d with both ends."
+    """A sweep over `methods` (in the order of the swept value) is minimised in `metric` at an interior value: the best
+    interior value `Compare`d with both ends."""
+
     setting: str
     metric: str
     methods: tuple
     basis: ClassVar[Basis] = Basis.EMPIRICAL
 
     def judge(self, cells: pd.DataFrame) -> Judged:
-        check(len(self.methods) >= 3, 'methods', self.methods, 'at least three swept values (a U needs an interior point)')
+        check(
+            len(self.methods) >= 3, 'methods', self.methods, 'at least three swept values (a U needs an interior point)'
+        )
         means, run = {}, set(cells.loc[(cells['setting'] == self.setting) & (cells['metric'] == self.metric), 'method'])
         for m in self.methods[1:-1]:
-            if m not in run: continue                     # a value this scale's sweep leaves out
+            if m not in run:
+                continue  # a value this scale's sweep leaves out
             v, r, _, _ = _series(cells, self.setting, m, self.metric)
-            if len(v): means[m] = v.where(~np.isinf(v), r).mean()
-        if not means: raise Untestable(f'{self.setting}: no interior run of the sweep')
+            if len(v):
+                means[m] = v.where(~np.isinf(v), r).mean()
+        if not means:
+            raise Untestable(f'{self.setting}: no interior run of the sweep')
         best = min(means, key=means.get)
-        ends = [_judge_one(Compare(self.setting, self.metric, best, end, 'lower'), cells) for end in (self.methods[0], self.methods[-1])]
+        ends = [
+            _judge_one(Compare(self.setting, self.metric, best, end, 'lower'), cells)
+            for end in (self.methods[0], self.methods[-1])
+        ]
         ev = f'best interior: {best}; ' + ' | '.join(f'[{j.outcome}] {j.evidence}' for j in ends if j.evidence)
         p, q = max(j.p_for for j in ends), min(1.0, 2 * min(j.p_against for j in ends))
         judged = [j for j in ends if j.outcome is not Outcome.UNTESTABLE]
-        outcome = _decide(p, q) if len(judged) == 2 else Outcome.NOT_REPRODUCED if q < ALPHA else Outcome.INCONCLUSIVE if judged else Outcome.UNTESTABLE
+        outcome = (
+            _decide(p, q)
+            if len(judged) == 2
+            else Outcome.NOT_REPRODUCED
+            if q < ALPHA
+            else Outcome.INCONCLUSIVE
+            if judged
+            else Outcome.UNTESTABLE
+        )
         return Judged(outcome, ev, '; '.join(j.excluded for j in ends if j.excluded), p, q)
+
 
 @dataclass(frozen=True)
 class Fails:
-    "`method` does not learn, diverges or collapses in `setting` on every seed: a claim that a method fails, whose evidence is the runs' health."
+    """`method` does not learn, diverges or collapses in `setting` on every seed: a claim that a method fails, whose
+    evidence is the runs' health."""
+
     setting: str
     method: str
     metric: str = 'ACC'
@@ -711,150 +1191,240 @@ class Fails:
         _need(len(v), out, f'{self.setting}, {self.method}')
         n = len(failed)
         outcome = Outcome.REPRODUCED if n == len(v) else Outcome.NOT_REPRODUCED if n == 0 else Outcome.INCONCLUSIVE
-        ev = f"{self.setting} {self.method} {self.metric} {_values(v)} ({_seeds(v.index)}; failed on {n} of {len(v)}{': ' + ', '.join(f for _, f in failed) if failed else ''})"
+        ev = (
+            f"{self.setting} {self.method} {self.metric} {_values(v)} ({_seeds(v.index)}; "
+            f"failed on {n} of {len(v)}{': ' + ', '.join(f for _, f in failed) if failed else ''})"
+        )
         return Judged(outcome, ev, _reasons(out), float(n < len(v)), float(n > 0))
+
 
 @dataclass(frozen=True)
 class Elsewhere:
     "A claim this reproduction cannot test, and why (another chapter tests it, or a setting needs data not here)."
+
     reason: str
     basis: ClassVar[Basis] = Basis.EMPIRICAL
-    def judge(self, cells: pd.DataFrame) -> Judged: raise Untestable(self.reason)
+
+    def judge(self, cells: pd.DataFrame) -> Judged:
+        raise Untestable(self.reason)
+
 
 @dataclass(frozen=True)
 class OtherQuantity:
-    "A claim about a quantity this scale does not measure (a GPU's wall clock, a message the paper defines): not testable, saying what the paper means and what is measured here."
+    """A claim about a quantity this scale does not measure (a GPU's wall clock, a message the paper defines): not
+    testable, saying what the paper means and what is measured here."""
+
     paper_means: str
     measured: str
     basis: ClassVar[Basis] = Basis.EMPIRICAL
+
     def judge(self, cells: pd.DataFrame) -> Judged:
-        raise Untestable(f'not the same quantity: the paper means {self.paper_means}; this scale measures {self.measured}')
+        raise Untestable(
+            f'not the same quantity: the paper means {self.paper_means}; this scale measures {self.measured}'
+        )
+
 
 @dataclass(frozen=True)
 class Exact:
-    "A property of our code decided by exact checks, not over seeds: `evidence` says what the asserts in `where` establish (they run with the test suite, so a wrong implementation fails there). By construction: it says the code is right, not that the paper's result reproduces."
+    "A property of our code decided by exact checks, not over seeds."
+
     evidence: str
     where: str = 'exact checks in the chapter, no seeds involved'
     basis: ClassVar[Basis] = Basis.CONSTRUCTION
-    def judge(self, cells: pd.DataFrame) -> Judged: return Judged(Outcome.REPRODUCED, self.evidence, self.where, 0.0, 1.0)
+
+    def judge(self, cells: pd.DataFrame) -> Judged:
+        return Judged(Outcome.REPRODUCED, self.evidence, self.where, 0.0, 1.0)
+
 
 @dataclass(frozen=True)
 class Derived(Exact):
-    "A claim decided by a derivation in the chapter that holds at any scale (a bound on a term's size, a closed form): `evidence` states the result, `where` the derivation, checked numerically there."
+    """A claim decided by a derivation in the chapter that holds at any scale (a bound on a term's size, a closed form):
+    `evidence` states the result, `where` the derivation, checked numerically there."""
+
     basis: ClassVar[Basis] = Basis.ANALYSIS
 
+
 def _judge_one(comparison, cells: pd.DataFrame) -> Judged:
-    try: return comparison.judge(cells)
-    except Untestable as e: return Judged(Outcome.UNTESTABLE, '', str(e), 1.0, 1.0)
+    try:
+        return comparison.judge(cells)
+    except Untestable as e:
+        return Judged(Outcome.UNTESTABLE, '', str(e), 1.0, 1.0)
 
 # %% ../nbs/09a_repro.ipynb #f8304b4e
 @dataclass(frozen=True)
 class Claim:
-    "A claim of a paper: its key, its statement (with where the paper makes it), the comparisons that must all hold, and which of them are `primary` (indices; default all): only a primary comparison's contradiction, Holm-corrected over the primary ones, makes the claim not reproduced."
+    "A claim of a paper: its key, its statement, the comparisons that must all hold, and the `primary` ones."
+
     key: str
     text: str
     checks: tuple
     primary: tuple | None = None
 
+
 def holm(judged: dict, primary) -> dict:
-    "Each comparison's outcome after the claim's correction: a contradiction stands only for a primary comparison whose p against the claim Holm's step-down rejects at `ALPHA` among the primary ones judged; any other contradiction becomes inconclusive."
+    "Each comparison's outcome after the claim's correction (Holm's step-down over the primary comparisons)."
     family = sorted((j.p_against, i) for i, j in judged.items() if i in primary and j.outcome is not Outcome.UNTESTABLE)
     rejected = set()
     for rank, (q, i) in enumerate(family):
-        if q >= ALPHA / (len(family) - rank): break
+        if q >= ALPHA / (len(family) - rank):
+            break
         rejected.add(i)
-    return {i: Outcome.INCONCLUSIVE if j.outcome is Outcome.NOT_REPRODUCED and i not in rejected else j.outcome for i, j in judged.items()}
+    return {
+        i: Outcome.INCONCLUSIVE if j.outcome is Outcome.NOT_REPRODUCED and i not in rejected else j.outcome
+        for i, j in judged.items()
+    }
+
 
 def combine(outcomes) -> Outcome:
-    "A claim's outcome from its comparisons' (after `holm`): reproduced only when every one is; else not reproduced when any is; else inconclusive when any was judged; else not testable here."
+    """A claim's outcome from its comparisons' (after `holm`): reproduced only when every one is; else not reproduced
+    when any is; else inconclusive when any was judged; else not testable here."""
     outcomes = list(outcomes)
-    if outcomes and all(o is Outcome.REPRODUCED for o in outcomes): return Outcome.REPRODUCED
-    if Outcome.NOT_REPRODUCED in outcomes: return Outcome.NOT_REPRODUCED
+    if outcomes and all(o is Outcome.REPRODUCED for o in outcomes):
+        return Outcome.REPRODUCED
+    if Outcome.NOT_REPRODUCED in outcomes:
+        return Outcome.NOT_REPRODUCED
     return Outcome.INCONCLUSIVE if any(o is not Outcome.UNTESTABLE for o in outcomes) else Outcome.UNTESTABLE
+
 
 def counts(outcomes) -> str:
     "'9 reproduced, 13 inconclusive, 2 not testable here of 24'."
     outcomes = list(outcomes)
     return ', '.join(f'{n} {o}' for o in Outcome if (n := outcomes.count(o))) + f' of {len(outcomes)}'
 
+
 def basis(checks) -> Basis:
     "How a claim is established: empirical when any comparison is, else by analysis when any is, else by construction."
     kinds = {k.basis for k in checks}
     return next(b for b in (Basis.EMPIRICAL, Basis.ANALYSIS, Basis.CONSTRUCTION) if b in kinds)
 
+
 VERDICT_COLUMNS = ['claim', 'statement', 'outcome', 'basis', 'comparisons', 'evidence', 'preconditions']
 
+
 def judge(claims, cells: pd.DataFrame, partial: bool = False) -> pd.DataFrame:
-    "Each claim's outcome, how it is established, its comparisons' counts, evidence (per-seed numbers, effect, p) and preconditions (the seeds left out, and why); `partial`: only the comparisons on settings in `cells` (one artefact's view)."
+    "Each claim's outcome, how it is established, its comparisons' counts, evidence and preconditions."
     out, present, cells = [], set(cells['setting']), split_health(cells)
     for c in claims:
         idx = [i for i, k in enumerate(c.checks) if not partial or getattr(k, 'setting', None) in present]
-        if not idx: continue
+        if not idx:
+            continue
         judged = {i: _judge_one(c.checks[i], cells) for i in idx}
         final = holm(judged, range(len(c.checks)) if c.primary is None else c.primary)
-        ev = ' | '.join(f'[{final[i]}] {j.evidence}' if len(idx) > 1 else j.evidence for i, j in judged.items() if j.evidence)
+        ev = ' | '.join(
+            f'[{final[i]}] {j.evidence}' if len(idx) > 1 else j.evidence for i, j in judged.items() if j.evidence
+        )
         pre = '; '.join(dict.fromkeys(j.excluded for j in judged.values() if j.excluded)) or 'every run compared'
-        out.append(dict(claim=c.key, statement=c.text, outcome=combine(final.values()), basis=basis(c.checks[i] for i in idx),
-                        comparisons=counts(final.values()), evidence=ev, preconditions=pre))
+        out.append(
+            dict(
+                claim=c.key,
+                statement=c.text,
+                outcome=combine(final.values()),
+                basis=basis(c.checks[i] for i in idx),
+                comparisons=counts(final.values()),
+                evidence=ev,
+                preconditions=pre,
+            )
+        )
     return pd.DataFrame(out, columns=VERDICT_COLUMNS)
 
 # %% ../nbs/09a_repro.ipynb #7710f43a
 def paper_artefacts() -> pd.DataFrame:
     "Every registered paper's artefacts: paper, notebook (`fedrepro reproduce NAME`) and what it regenerates."
-    return pd.DataFrame([dict(paper=k, notebook=n, regenerates=what) for k in PAPERS for n, what in PAPERS[k].artefacts.items()],
-                        columns=['paper', 'notebook', 'regenerates'])
+    return pd.DataFrame(
+        [dict(paper=k, notebook=n, regenerates=what) for k in PAPERS for n, what in PAPERS[k].artefacts.items()],
+        columns=['paper', 'notebook', 'regenerates'],
+    )
 
 # %% ../nbs/09a_repro.ipynb #1ef8a01d
 def report_papers() -> list[str]:
     "The registered papers in the book's order (their chapters'), any without a chapter after them."
     return sorted(PAPERS, key=lambda k: (not PAPERS[k].chapter, PAPERS[k].chapter, k))
 
+
 def default_jobs() -> list[str]:
     "The jobs `make repro` runs: each paper's `default_jobs`, in the book's order."
     return [j for k in report_papers() for j in PAPERS[k].default_jobs]
 
+
 def committed_results() -> Path:
     "The committed `mini` results: `nbs/repro/mini` of the source tree."
     from fedrepro.jobs import repro_dir
+
     return repro_dir() / 'mini'
 
+
 def artefact_tables(folder: Path, name: str) -> list[Path]:
-    "Artefact `name`'s CSVs in `folder`: `<name>.csv` and its variants' (`<name>_P.csv`, written with `--set profile=P`)."
-    return sorted(p for p in {folder / f'{name}.csv', *folder.glob(f'{name}_*.csv')} if p.is_file() and not p.stem.endswith('_seeds'))
+    """Artefact `name`'s CSVs in `folder`: `<name>.csv` and its variants' (`<name>_P.csv`, written with `--set
+    profile=P`)."""
+    return sorted(
+        p
+        for p in {folder / f'{name}.csv', *folder.glob(f'{name}_*.csv')}
+        if p.is_file() and not p.stem.endswith('_seeds')
+    )
+
 
 def artefact_sources(results=None) -> pd.DataFrame:
-    "Every paper artefact and where its evidence is read: `results` (a `fedrepro reproduce --out` folder) where that holds its CSV, else the committed `mini` run; with the scales and seeds its CSVs name."
+    """Every paper artefact and where its evidence is read: `results` (a `fedrepro reproduce --out` folder) where that
+    holds its CSV, else the committed `mini` run; with the scales and seeds its CSVs name."""
     committed, results = committed_results(), Path(results).resolve() if results else None
     rows = []
     order = report_papers()
     for r in paper_artefacts().sort_values('paper', key=lambda p: p.map(order.index), kind='stable').itertuples():
         folder = next((f for f in (results, committed) if f and (f / f'{r.notebook}.csv').is_file()), None)
-        table = pd.concat([pd.read_csv(p) for p in artefact_tables(folder, r.notebook)]) if folder else pd.DataFrame(columns=['scale', 'seeds'])
-        seeds = sorted({int(s) for v in table['seeds'].dropna().astype(str) for s in v.split(',') if s.strip().isdigit()})
-        rows.append(dict(paper=r.paper, artefact=r.notebook, regenerates=r.regenerates, folder=folder,
-                         source='not run' if folder is None else 'this run' if folder == results else 'committed mini run',
-                         scale=', '.join(dict.fromkeys(table['scale'].dropna())) or '—', seeds=','.join(map(str, seeds)) or '—'))
+        table = (
+            pd.concat([pd.read_csv(p) for p in artefact_tables(folder, r.notebook)])
+            if folder
+            else pd.DataFrame(columns=['scale', 'seeds'])
+        )
+        seeds = sorted(
+            {int(s) for v in table['seeds'].dropna().astype(str) for s in v.split(',') if s.strip().isdigit()}
+        )
+        rows.append(
+            dict(
+                paper=r.paper,
+                artefact=r.notebook,
+                regenerates=r.regenerates,
+                folder=folder,
+                source='not run' if folder is None else 'this run' if folder == results else 'committed mini run',
+                scale=', '.join(dict.fromkeys(table['scale'].dropna())) or '—',
+                seeds=','.join(map(str, seeds)) or '—',
+            )
+        )
     return pd.DataFrame(rows)
 
+
 def paper_cells(paper: str, sources: pd.DataFrame) -> pd.DataFrame:
-    "The per-seed cells of every artefact of `paper` as `sources` locates them, each row with its `artefact` and `scale`; a (setting, method, metric) that several artefacts hold is read from one, this run's first, so seeds of two runs never mix."
+    "The per-seed cells of every artefact of `paper` as `sources` locates them, with `artefact` and `scale`."
     parts = []
-    for r in sources[(sources['paper'] == paper) & sources['folder'].notna()].sort_values('source', key=lambda s: s != 'this run').itertuples():
+    for r in (
+        sources[(sources['paper'] == paper) & sources['folder'].notna()]
+        .sort_values('source', key=lambda s: s != 'this run')
+        .itertuples()
+    ):
         for t in artefact_tables(r.folder, r.artefact):
-            if (seeds := t.with_name(f'{t.stem}_seeds.csv')).is_file(): parts.append(read_seed_csv(seeds).assign(artefact=r.artefact, scale=r.scale))
+            if (seeds := t.with_name(f'{t.stem}_seeds.csv')).is_file():
+                parts.append(read_seed_csv(seeds).assign(artefact=r.artefact, scale=r.scale))
     cells = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SEED_COLUMNS + ['artefact', 'scale'])
     first = cells.groupby(['setting', 'method', 'metric'], sort=False)['artefact'].transform('first')
     return cells[cells['artefact'] == first].drop_duplicates(['setting', 'method', 'seed', 'metric'], ignore_index=True)
 
+
 def _claim_scale(claim: Claim, cells: pd.DataFrame) -> str:
     "The scales of the cells a claim's comparisons read: 'exact' for exact checks, '—' where none was run."
-    if basis(claim.checks) is not Basis.EMPIRICAL: return 'exact'
+    if basis(claim.checks) is not Basis.EMPIRICAL:
+        return 'exact'
     read = pd.Series(False, index=cells.index)
     for k in claim.checks:
-        if not hasattr(k, 'metric'): continue
+        if not hasattr(k, 'metric'):
+            continue
         methods = {getattr(k, a, None) for a in ('a', 'b', 'method')} | set(getattr(k, 'methods', ()))
-        read |= cells['setting'].isin({k.setting, getattr(k, 'setting_b', None)}) & cells['method'].isin(methods) & (cells['metric'] == k.metric)
+        read |= (
+            cells['setting'].isin({k.setting, getattr(k, 'setting_b', None)})
+            & cells['method'].isin(methods)
+            & (cells['metric'] == k.metric)
+        )
     return ', '.join(dict.fromkeys(cells.loc[read, 'scale'])) or '—'
+
 
 def report_verdicts(sources: pd.DataFrame) -> pd.DataFrame:
     "Every claim of every paper judged on the cells `sources` locates, with the scale its evidence comes from."
@@ -867,9 +1437,18 @@ def report_verdicts(sources: pd.DataFrame) -> pd.DataFrame:
         out.append(v)
     return pd.concat(out, ignore_index=True)
 
+
 def verdict_summary(verdicts: pd.DataFrame, by: str = 'paper') -> pd.DataFrame:
     "Claims per paper (`by='basis'`: per way of establishing them) and outcome, and over all."
-    rows = [k for k in report_papers() if k in set(verdicts['paper'])] if by == 'paper' else [b for b in Basis if b in set(verdicts['basis'])]
-    s = pd.crosstab(verdicts[by].astype(str), verdicts['outcome'].astype(str)).reindex(index=rows, columns=list(OUTCOMES), fill_value=0)
+    rows = (
+        [k for k in report_papers() if k in set(verdicts['paper'])]
+        if by == 'paper'
+        else [b for b in Basis if b in set(verdicts['basis'])]
+    )
+    s = pd.crosstab(verdicts[by].astype(str), verdicts['outcome'].astype(str)).reindex(
+        index=rows, columns=list(OUTCOMES), fill_value=0
+    )
     s['claims'] = s.sum(axis=1)
-    return pd.concat([s, s.sum().to_frame(f"all {'papers' if by == 'paper' else 'claims'}").T]).rename_axis(index=by, columns=None)
+    return pd.concat([s, s.sum().to_frame(f"all {'papers' if by == 'paper' else 'claims'}").T]).rename_axis(
+        index=by, columns=None
+    )

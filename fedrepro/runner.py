@@ -4,12 +4,21 @@
 
 # %% ../nbs/06_runner.ipynb #59219ced
 from __future__ import annotations
-import hashlib, json, math, os, platform, shutil, sys, time, warnings
+import hashlib
+import json
+import math
+import os
+import platform
+import shutil
+import sys
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-import numpy as np, pandas as pd, torch
-from .core import atomic_write, write_json, get_device, check
+import numpy as np
+import pandas as pd
+import torch
+from .core import atomic_write, write_json, check
 from .config import ExperimentConfig
 from .engine import Federation, ClientStore
 
@@ -21,64 +30,116 @@ __all__ = ['DETERMINISTIC_ENV', 'CUBLAS_DETERMINISTIC', 'environment', 'RunResul
 def environment(device) -> dict:
     "Versions and hardware, for `env.json`."
     import fedrepro
+
     dev = torch.device(device)
-    return {'python': sys.version.split()[0], 'platform': platform.platform(), 'torch': torch.__version__,
-            'numpy': np.__version__, 'fedrepro': fedrepro.__version__, 'device': str(dev),
-            'device_name': torch.cuda.get_device_name(dev) if dev.type == 'cuda' else platform.processor() or platform.machine(),
-            'torch_threads': torch.get_num_threads(), 'deterministic': torch.are_deterministic_algorithms_enabled()}
+    return {
+        'python': sys.version.split()[0],
+        'platform': platform.platform(),
+        'torch': torch.__version__,
+        'numpy': np.__version__,
+        'fedrepro': fedrepro.__version__,
+        'device': str(dev),
+        'device_name': torch.cuda.get_device_name(dev)
+        if dev.type == 'cuda'
+        else platform.processor() or platform.machine(),
+        'torch_threads': torch.get_num_threads(),
+        'deterministic': torch.are_deterministic_algorithms_enabled(),
+    }
+
 
 @dataclass
 class RunResult:
     "A finished (or interrupted) run: its config, directory, per-round metrics and summary."
+
     cfg: ExperimentConfig
     run_dir: Path
     metrics: pd.DataFrame
     summary: dict
-    local: pd.DataFrame | None = None    # `local.csv`: the global and the local models per evaluated round, with `eval_local`
+    # `local.csv`: the global and the local models per evaluated round, with `eval_local`
+    local: pd.DataFrame | None = None
+
 
 def divergence(metrics: pd.DataFrame) -> tuple[int, str] | None:
-    "The round at which a run diverged and why, or None: the first round marked so, or evaluated with a test loss that is not finite."
-    marked = metrics['diverged'].map(lambda v: isinstance(v, str)) if 'diverged' in metrics else pd.Series(False, index=metrics.index)
+    """The round at which a run diverged and why, or None: the first round marked so, or evaluated with a test loss that
+    is not finite."""
+    marked = (
+        metrics['diverged'].map(lambda v: isinstance(v, str))
+        if 'diverged' in metrics
+        else pd.Series(False, index=metrics.index)
+    )
     hit = marked | (metrics['test_acc'].notna() & ~np.isfinite(metrics['test_loss'].astype(float)))
-    if not hit.any(): return None
+    if not hit.any():
+        return None
     i = hit.to_numpy().argmax()
     return int(metrics['round'].iloc[i]), metrics['diverged'].iloc[i] if marked.iloc[i] else 'test loss not finite'
 
+
 def summarize_run(cfg: ExperimentConfig, metrics: pd.DataFrame) -> dict:
-    "Final and best test accuracy (with its round) and totals, from the per-round metrics; for a run that diverged, where and why instead of accuracies."
+    """Final and best test accuracy (with its round) and totals, from the per-round metrics; for a run that diverged,
+    where and why instead of accuracies."""
     ev = metrics.dropna(subset=['test_acc'])
     best = ev.loc[ev['test_acc'].idxmax()]
-    accuracy = {'final_acc': float(ev['test_acc'].iloc[-1]), 'best_acc': float(best['test_acc']), 'best_round': int(best['round']),
-                'final_loss': float(ev['test_loss'].iloc[-1])}
-    if (d := divergence(metrics)) is not None: accuracy = {k: None for k in accuracy} | {'diverged': {'round': d[0], 'reason': d[1]}}
-    return {'config_hash': cfg.hash, 'rounds': int(metrics['round'].max()), **accuracy,
-            'train_seconds': float(metrics['train_seconds'].sum()), 'eval_seconds': float(metrics['eval_seconds'].sum()),
-            'up_params': int(metrics['up_params'].sum()), 'down_params': int(metrics['down_params'].sum()), **_dp_summary(cfg, metrics)}
+    accuracy = {
+        'final_acc': float(ev['test_acc'].iloc[-1]),
+        'best_acc': float(best['test_acc']),
+        'best_round': int(best['round']),
+        'final_loss': float(ev['test_loss'].iloc[-1]),
+    }
+    if (d := divergence(metrics)) is not None:
+        accuracy = {k: None for k in accuracy} | {'diverged': {'round': d[0], 'reason': d[1]}}
+    return {
+        'config_hash': cfg.hash,
+        'rounds': int(metrics['round'].max()),
+        **accuracy,
+        'train_seconds': float(metrics['train_seconds'].sum()),
+        'eval_seconds': float(metrics['eval_seconds'].sum()),
+        'up_params': int(metrics['up_params'].sum()),
+        'down_params': int(metrics['down_params'].sum()),
+        **_dp_summary(cfg, metrics),
+    }
+
 
 def _dp_summary(cfg: ExperimentConfig, metrics: pd.DataFrame) -> dict:
     "A DP-SGD run's privacy spent at its end: the largest client epsilon at `cfg.dp_delta`; nothing for other runs."
-    if cfg.dp_clip is None or 'dp_epsilon' not in metrics: return {}
+    if cfg.dp_clip is None or 'dp_epsilon' not in metrics:
+        return {}
     return {'dp_epsilon': float(metrics['dp_epsilon'].iloc[-1]), 'dp_delta': cfg.dp_delta}
 
 # %% ../nbs/06_runner.ipynb #e1d7a3c1
-DETERMINISTIC_ENV = 'FEDREPRO_DETERMINISTIC'      # '1': runs are deterministic unless told otherwise
-CUBLAS_DETERMINISTIC = ':4096:8'                  # a CUBLAS_WORKSPACE_CONFIG that cuBLAS is deterministic under
+DETERMINISTIC_ENV = 'FEDREPRO_DETERMINISTIC'  # '1': runs are deterministic unless told otherwise
+CUBLAS_DETERMINISTIC = ':4096:8'  # a CUBLAS_WORKSPACE_CONFIG that cuBLAS is deterministic under
+
 
 def deterministic_requested(deterministic: bool | None = None) -> bool:
     "`deterministic` as given, or, when None, whether the environment variable `FEDREPRO_DETERMINISTIC` is '1'."
-    if deterministic is None: deterministic = os.environ.get(DETERMINISTIC_ENV, '0') == '1'
-    check(isinstance(deterministic, bool), 'deterministic', deterministic, f'True, False or None (None: {DETERMINISTIC_ENV}=1 turns it on)')
+    if deterministic is None:
+        deterministic = os.environ.get(DETERMINISTIC_ENV, '0') == '1'
+    check(
+        isinstance(deterministic, bool),
+        'deterministic',
+        deterministic,
+        f'True, False or None (None: {DETERMINISTIC_ENV}=1 turns it on)',
+    )
     return deterministic
+
 
 @contextmanager
 def deterministic_algorithms(on: bool = True):
-    "PyTorch's deterministic algorithms, cuDNN without benchmarking and cuBLAS's deterministic workspace while inside (when `on`); the previous settings after."
-    if not on: yield; return
+    """PyTorch's deterministic algorithms, cuDNN without benchmarking and cuBLAS's deterministic workspace while inside
+    (when `on`); the previous settings after."""
+    if not on:
+        yield
+        return
     os.environ.setdefault('CUBLAS_WORKSPACE_CONFIG', CUBLAS_DETERMINISTIC)
-    was = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(), torch.backends.cudnn.benchmark
+    was = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.backends.cudnn.benchmark,
+    )
     torch.use_deterministic_algorithms(True)
     torch.backends.cudnn.benchmark = False
-    try: yield
+    try:
+        yield
     finally:
         torch.use_deterministic_algorithms(was[0], warn_only=was[1])
         torch.backends.cudnn.benchmark = was[2]
@@ -89,131 +150,213 @@ def code_version() -> str:
     global _CODE
     if _CODE is None:
         import fedrepro
+
         h = hashlib.sha256()
         for f in sorted(Path(fedrepro.__file__).parent.glob('*.py')):
-            if f.name != '_modidx.py': h.update(f.name.encode() + f.read_bytes())
+            if f.name != '_modidx.py':
+                h.update(f.name.encode() + f.read_bytes())
         _CODE = f'{fedrepro.__version__}+{h.hexdigest()[:12]}'
     return _CODE
+
+
 _CODE = None
 
+
 def _save_checkpoint(run_dir: Path, fed: Federation, rows: list, round: int, local_rows: list):
-    ckpt = {'config_hash': fed.cfg.hash, 'round': round, 'federation': fed.state_dict(), 'rows': rows, 'code': code_version()}
-    if fed.cfg.eval_local: ckpt['local_rows'] = local_rows
+    ckpt = {
+        'config_hash': fed.cfg.hash,
+        'round': round,
+        'federation': fed.state_dict(),
+        'rows': rows,
+        'code': code_version(),
+    }
+    if fed.cfg.eval_local:
+        ckpt['local_rows'] = local_rows
     atomic_write(run_dir / 'checkpoint.pt', lambda p: torch.save(ckpt, p))
     fed.store.committed()
 
+
 _CKPT_KEYS = {'config_hash', 'round', 'federation', 'rows'}
 
+
 def _load_checkpoint(run_dir: Path, cfg: ExperimentConfig):
-    "The run's checkpoint, or None. One that cannot be read is set aside as `checkpoint.damaged.pt`, with a warning naming it."
+    """The run's checkpoint, or None. One that cannot be read is set aside as `checkpoint.damaged.pt`, with a warning
+    naming it."""
     f = run_dir / 'checkpoint.pt'
-    if not f.exists(): return None
+    if not f.exists():
+        return None
     try:
         ckpt = torch.load(f, weights_only=False, map_location='cpu')
-        if not (isinstance(ckpt, dict) and _CKPT_KEYS <= set(ckpt)): raise ValueError(f'not a run checkpoint: it lacks {sorted(_CKPT_KEYS)}')
-    except Exception as e:                                   # truncated, empty, random bytes: torch raises any of several kinds
+        if not (isinstance(ckpt, dict) and _CKPT_KEYS <= set(ckpt)):
+            raise ValueError(f'not a run checkpoint: it lacks {sorted(_CKPT_KEYS)}')
+    except Exception as e:  # truncated, empty, random bytes: torch raises any of several kinds
         f.replace(f.with_name('checkpoint.damaged.pt'))
-        warnings.warn(f"{f} is damaged ({type(e).__name__}: {e}); set aside as checkpoint.damaged.pt: the run's records are used "
-                      "if they are complete, else it starts again from round 0")
+        warnings.warn(
+            f"{f} is damaged ({type(e).__name__}: {e}); set aside as checkpoint.damaged.pt: the run's records are used "
+            "if they are complete, else it starts again from round 0"
+        )
         return None
-    if ckpt['config_hash'] != cfg.hash: raise ValueError(f"{f} belongs to config {ckpt['config_hash']}, not {cfg.hash}; use another out directory")
+    if ckpt['config_hash'] != cfg.hash:
+        raise ValueError(f"{f} belongs to config {ckpt['config_hash']}, not {cfg.hash}; use another out directory")
     return ckpt
+
 
 def _check_code(run_dir: Path, ckpt: dict, allow_code_change: bool):
     "Refuse to resume `ckpt` under code other than the code that wrote it, unless allowed."
     was, now = ckpt.get('code'), code_version()
-    if was == now or allow_code_change: return
-    if was is None: return warnings.warn(f'{run_dir} records no code version; resuming it under fedrepro {now}')
-    raise RuntimeError(f"{run_dir} stopped at round {ckpt['round']} under fedrepro {was}, this is {now}: resuming would mix rounds "
-                       "of two code versions; pass allow_code_change=True (--allow-code-change) to resume anyway, or use another out directory")
+    if was == now or allow_code_change:
+        return
+    if was is None:
+        return warnings.warn(f'{run_dir} records no code version; resuming it under fedrepro {now}')
+    raise RuntimeError(
+        f"{run_dir} stopped at round {ckpt['round']} under fedrepro {was}, this is {now}: resuming would mix rounds "
+        "of two code versions; pass allow_code_change=True (--allow-code-change) to resume anyway, "
+        "or use another out directory"
+    )
+
 
 def _until_divergence(rows: list) -> list:
     "`rows` up to the round the run diverged, that row marked with why: the records of a run stopped there."
-    if not rows or (d := divergence(pd.DataFrame(rows))) is None: return rows
+    if not rows or (d := divergence(pd.DataFrame(rows))) is None:
+        return rows
     i = [r['round'] for r in rows].index(d[0])
     return rows[:i] + [{**rows[i], 'diverged': d[1]}]
 
-def _metrics_text(rows: list) -> str: return pd.DataFrame(rows).to_csv(index=False)
+
+def _metrics_text(rows: list) -> str:
+    return pd.DataFrame(rows).to_csv(index=False)
+
 
 def _write_metrics(run_dir: Path, rows: list):
     atomic_write(run_dir / 'metrics.csv', lambda p: Path(p).write_text(_metrics_text(rows)))
 
+
 def _finished_records(run_dir: Path, cfg: ExperimentConfig, ckpt, keep_diverged: bool = False) -> pd.DataFrame | None:
-    "A finished run's metrics (stopped where it diverged unless `keep_diverged`): the checkpoint's rows, which `metrics.csv` is rewritten to if it differs; without a checkpoint, a `metrics.csv` of every round, or of every round to the divergence, that `summary.json` agrees with; else None."
+    "A finished run's metrics (stopped where it diverged unless `keep_diverged`), or None."
     f, s = run_dir / 'metrics.csv', run_dir / 'summary.json'
     if ckpt is not None:
         rows = ckpt['rows'] if keep_diverged else _until_divergence(ckpt['rows'])
-        if ckpt['round'] != cfg.rounds and (keep_diverged or 'diverged' not in rows[-1]): return None
-        if not f.exists() or f.read_bytes() != _metrics_text(rows).encode(): _write_metrics(run_dir, rows)
+        if ckpt['round'] != cfg.rounds and (keep_diverged or 'diverged' not in rows[-1]):
+            return None
+        if not f.exists() or f.read_bytes() != _metrics_text(rows).encode():
+            _write_metrics(run_dir, rows)
         return pd.DataFrame(rows)
-    try: metrics = pd.read_csv(f)
-    except (OSError, ValueError): return None                # missing, empty or unparsable: not a finished run's records
+    try:
+        metrics = pd.read_csv(f)
+    except (OSError, ValueError):
+        return None  # missing, empty or unparsable: not a finished run's records
     rounds = metrics['round'].tolist() if 'round' in metrics else []
     stopped = divergence(metrics) is not None and not keep_diverged and rounds == list(range(len(rounds)))
     complete = rounds == list(range(cfg.rounds + 1)) or stopped
     return metrics if complete and summarize_run(cfg, metrics) == _read_json(s) else None
 
+
 def _local_rows(t: int, ev: dict, r: dict) -> list:
-    "Round `t`'s rows of `local.csv`: the global model's evaluation `ev` (if it has accuracies per class) and each local model's in round result `r`."
-    row = lambda model, client, m: {'round': t, 'model': model, 'client': client, 'test_acc': m['test_acc'], 'test_loss': m['test_loss'],
-                                    **{f'class_acc_{k}': v for k, v in enumerate(m['class_acc'])}}
-    return ([row('global', None, ev)] if 'class_acc' in ev else []) + [row('local', m['client'], m) for m in r.get('local', ())]
+    """Round `t`'s rows of `local.csv`: the global model's evaluation `ev` (if it has accuracies per class) and each
+    local model's in round result `r`."""
+    row = lambda model, client, m: {
+        'round': t,
+        'model': model,
+        'client': client,
+        'test_acc': m['test_acc'],
+        'test_loss': m['test_loss'],
+        **{f'class_acc_{k}': v for k, v in enumerate(m['class_acc'])},
+    }
+    return ([row('global', None, ev)] if 'class_acc' in ev else []) + [
+        row('local', m['client'], m) for m in r.get('local', ())
+    ]
+
 
 def local_means(r: dict) -> dict:
-    "What `metrics.csv` records of round result `r`'s local models: their mean test accuracy and loss, and their evaluation's seconds (nothing without them)."
-    if 'local' not in r: return {}
+    """What `metrics.csv` records of round result `r`'s local models: their mean test accuracy and loss, and their
+    evaluation's seconds (nothing without them)."""
+    if 'local' not in r:
+        return {}
     m = r['local']
-    return {'local_acc': float(np.mean([x['test_acc'] for x in m])), 'local_loss': float(np.mean([x['test_loss'] for x in m])),
-            'local_eval_seconds': float(sum(x['eval_seconds'] for x in m))}
+    return {
+        'local_acc': float(np.mean([x['test_acc'] for x in m])),
+        'local_loss': float(np.mean([x['test_loss'] for x in m])),
+        'local_eval_seconds': float(sum(x['eval_seconds'] for x in m)),
+    }
+
 
 def _local_frame(rows: list, last_round: int) -> pd.DataFrame:
     "`local.csv`'s rows up to `last_round` as a table, `client` an integer column (empty for the global model)."
     df = pd.DataFrame([r for r in rows if r['round'] <= last_round])
     return df.astype({'client': 'Int64'}) if len(df) else df
 
+
 def _write_local(run_dir: Path, local: pd.DataFrame):
     text = local.to_csv(index=False)
     f = run_dir / 'local.csv'
-    if not f.exists() or f.read_text() != text: atomic_write(f, lambda p: Path(p).write_text(text))
+    if not f.exists() or f.read_text() != text:
+        atomic_write(f, lambda p: Path(p).write_text(text))
+
 
 def _finished_local(run_dir: Path, cfg: ExperimentConfig, ckpt, metrics: pd.DataFrame) -> pd.DataFrame | None:
-    "A finished run's `local.csv` (with `eval_local`): the checkpoint's rows to the metrics' last round, which the file is rewritten to if it differs; without a checkpoint, the file's."
-    if not cfg.eval_local: return None
+    """A finished run's `local.csv` (with `eval_local`): the checkpoint's rows to the metrics' last round, which the
+    file is rewritten to if it differs; without a checkpoint, the file's."""
+    if not cfg.eval_local:
+        return None
     last = int(metrics['round'].max())
     if ckpt is not None and 'local_rows' in ckpt:
         local = _local_frame(ckpt['local_rows'], last)
         _write_local(run_dir, local)
         return local
-    try: local = pd.read_csv(run_dir / 'local.csv', dtype={'client': 'Int64'})
-    except (OSError, ValueError): return None
+    try:
+        local = pd.read_csv(run_dir / 'local.csv', dtype={'client': 'Int64'})
+    except (OSError, ValueError):
+        return None
     return local[local['round'] <= last].reset_index(drop=True)
+
 
 def _read_json(f: Path):
     "The JSON in `f`, or None if it is missing or unreadable."
-    try: return json.loads(f.read_text())
-    except (OSError, ValueError): return None
+    try:
+        return json.loads(f.read_text())
+    except (OSError, ValueError):
+        return None
+
 
 @contextmanager
 def _locked(run_dir: Path):
-    "Hold `run_dir/.lock` while the run works: a second process given the same run waits for the first, then finds its records."
-    try: import fcntl
-    except ImportError: yield; return                         # no flock (Windows): unlocked
+    """Hold `run_dir/.lock` while the run works: a second process given the same run waits for the first, then finds its
+    records."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return  # no flock (Windows): unlocked
     with open(run_dir / '.lock', 'w') as f:
-        try: fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             warnings.warn(f'{run_dir} is being run by another process; waiting for it to finish')
             fcntl.flock(f, fcntl.LOCK_EX)
         yield
 
+
 def _segments(run_dir: Path, fed: Federation, start: int) -> dict:
     "`env.json`: the environment of every segment of the run (one per start or resume), with the round each began at."
     old = _read_json(run_dir / 'env.json')
     segments = old.get('segments', [old]) if isinstance(old, dict) and start > 1 else []
-    return {'seed': fed.cfg.seed, 'segments': segments + [{'from_round': start, **environment(fed.device), 'code': code_version()}]}
+    return {
+        'seed': fed.cfg.seed,
+        'segments': segments + [{'from_round': start, **environment(fed.device), 'code': code_version()}],
+    }
 
-def run(cfg: ExperimentConfig, out='runs', callbacks=(), progress: bool = False, data=None, keep_diverged: bool = False,
-        allow_code_change: bool = False, deterministic: bool | None = None) -> RunResult:
-    "Run `cfg` (or resume it) in `out/<cfg.run_name>`, writing its records; returns them. A run stops at the round its model diverges unless `keep_diverged`; `deterministic`: with PyTorch's deterministic algorithms (None: as `FEDREPRO_DETERMINISTIC` says)."
+
+def run(
+    cfg: ExperimentConfig,
+    out='runs',
+    callbacks=(),
+    progress: bool = False,
+    data=None,
+    keep_diverged: bool = False,
+    allow_code_change: bool = False,
+    deterministic: bool | None = None,
+) -> RunResult:
+    "Run `cfg` (or resume it) in `out/<cfg.run_name>`, writing its records; returns them."
     deterministic = deterministic_requested(deterministic)
     run_dir = Path(out) / cfg.run_name
     fresh = not run_dir.exists()
@@ -222,54 +365,83 @@ def run(cfg: ExperimentConfig, out='runs', callbacks=(), progress: bool = False,
         with _locked(run_dir), deterministic_algorithms(deterministic):
             return _run(cfg, run_dir, callbacks, progress, data, keep_diverged, allow_code_change)
     except BaseException:
-        if fresh and {p.name for p in run_dir.iterdir()} <= {'.lock'}: shutil.rmtree(run_dir, ignore_errors=True)  # a config its data refuse leaves none
+        if fresh and {p.name for p in run_dir.iterdir()} <= {'.lock'}:
+            shutil.rmtree(run_dir, ignore_errors=True)  # a config its data refuse leaves none
         raise
+
 
 def _run(cfg, run_dir, callbacks, progress, data, keep_diverged, allow_code_change) -> RunResult:
     ckpt = _load_checkpoint(run_dir, cfg)
     if (done := _finished_records(run_dir, cfg, ckpt, keep_diverged)) is not None:
         summary = summarize_run(cfg, done)
-        if _read_json(run_dir / 'summary.json') != summary: write_json(summary, run_dir / 'summary.json')
+        if _read_json(run_dir / 'summary.json') != summary:
+            write_json(summary, run_dir / 'summary.json')
         return RunResult(cfg, run_dir, done, summary, _finished_local(run_dir, cfg, ckpt, done))
-    if ckpt: _check_code(run_dir, ckpt, allow_code_change)
+    if ckpt:
+        _check_code(run_dir, ckpt, allow_code_change)
     fed = Federation(cfg, data=data, store=ClientStore(run_dir / 'client_states'))
     if ckpt:
         fed.load_state_dict(ckpt['federation'])
         rows, local_rows, start = ckpt['rows'], ckpt.get('local_rows', []), ckpt['round'] + 1
     else:
         ev = fed.evaluate(per_class=cfg.eval_local)
-        rows, local_rows, start = [{'round': 0, **_scalars(ev), 'train_seconds': 0.0, 'up_params': 0, 'down_params': 0}], _local_rows(0, ev, {}), 1
+        rows, local_rows, start = (
+            [{'round': 0, **_scalars(ev), 'train_seconds': 0.0, 'up_params': 0, 'down_params': 0}],
+            _local_rows(0, ev, {}),
+            1,
+        )
     write_json({'config': cfg.to_dict(), 'hash': cfg.hash}, run_dir / 'config.json')
     write_json(_segments(run_dir, fed, start), run_dir / 'env.json')
     bar = _progress(cfg, start) if progress else None
     for t in range(start, cfg.rounds + 1):
         r = fed.round(t)
         finite = bool(torch.isfinite(fed.algo.x).all())
-        ev = fed.evaluate(per_class=cfg.eval_local) if fed.evaluates(t) or not finite else {'test_acc': np.nan, 'test_loss': np.nan, 'eval_seconds': 0.0}
-        row = {'round': t, **_scalars(ev), 'train_seconds': r['train_seconds'], 'up_params': r['up_params'], 'down_params': r['down_params'],
-               **r['diagnostics'], **local_means(r)}
+        ev = (
+            fed.evaluate(per_class=cfg.eval_local)
+            if fed.evaluates(t) or not finite
+            else {'test_acc': np.nan, 'test_loss': np.nan, 'eval_seconds': 0.0}
+        )
+        row = {
+            'round': t,
+            **_scalars(ev),
+            'train_seconds': r['train_seconds'],
+            'up_params': r['up_params'],
+            'down_params': r['down_params'],
+            **r['diagnostics'],
+            **local_means(r),
+        }
         local_rows += _local_rows(t, ev, r)
         if not finite or not math.isfinite(row['test_loss']) and not math.isnan(row['test_acc']):
             row['diverged'] = 'parameters not finite' if not finite else 'test loss not finite'
         rows.append(row)
         _write_metrics(run_dir, rows)
-        if cfg.eval_local: _write_local(run_dir, _local_frame(local_rows, t))
+        if cfg.eval_local:
+            _write_local(run_dir, _local_frame(local_rows, t))
         stop = 'diverged' in row and not keep_diverged
-        if t % cfg.checkpoint_every == 0 or t == cfg.rounds or stop: _save_checkpoint(run_dir, fed, rows, t, local_rows)
-        if bar: bar.update(1); bar.set_postfix(acc=f"{rows[-1]['test_acc']:.3f}")
-        for cb in callbacks: cb(row)
-        if stop: break
-    if bar: bar.close()
+        if t % cfg.checkpoint_every == 0 or t == cfg.rounds or stop:
+            _save_checkpoint(run_dir, fed, rows, t, local_rows)
+        if bar:
+            bar.update(1)
+            bar.set_postfix(acc=f"{rows[-1]['test_acc']:.3f}")
+        for cb in callbacks:
+            cb(row)
+        if stop:
+            break
+    if bar:
+        bar.close()
     metrics = pd.DataFrame(rows if keep_diverged else _until_divergence(rows))
     summary = summarize_run(cfg, metrics)
     write_json(summary, run_dir / 'summary.json')
     local = _local_frame(local_rows, int(metrics['round'].max())) if cfg.eval_local else None
     return RunResult(cfg, run_dir, metrics, summary, local)
 
+
 def _scalars(ev: dict) -> dict:
     "A global evaluation as `metrics.csv` records it: without the accuracies per class (those go to `local.csv`)."
     return {k: v for k, v in ev.items() if k != 'class_acc'}
 
+
 def _progress(cfg, start):
     from tqdm.auto import tqdm
+
     return tqdm(total=cfg.rounds, initial=start - 1, desc=f"{cfg.algorithm} s{cfg.seed}", unit='round')

@@ -1,8 +1,16 @@
-"""Bad and hostile inputs, table-driven: every case is named, and asserts the outcome's class and the key words of its message,
-so a regression shows as the case it breaks. Config cases go through the API, command-line cases through `main(argv)` in
-this process, damaged-file cases through `run()` on copies of one tiny finished run."""
-import contextlib, io, json, os, shutil, warnings
-import numpy as np, pandas as pd, pytest
+"""Bad and hostile inputs, table-driven: every case is named, and asserts the outcome's class and the key words of its
+message, so a regression shows as the case it breaks. Config cases go through the API, command-line cases through
+`main(argv)` in this process, damaged-file cases through `run()` on copies of one tiny finished run."""
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import warnings
+import numpy as np
+import pandas as pd
+import pytest
 from fedrepro.config import ExperimentConfig
 from fedrepro.cli import main
 from fedrepro import runner
@@ -11,7 +19,7 @@ from test_runner import Stop, stop_after
 
 # ---- the API: a config refused on creation, with the field, the value and what is allowed
 
-REFUSED = {                                   # case: (config fields, words the ValueError must hold)
+REFUSED = {  # case: (config fields, words the ValueError must hold)
     'dataset unknown': (dict(dataset='imagenet'), ["dataset='imagenet' is not allowed", 'mnist5k']),
     'dataset a list': (dict(dataset=['digits']), ["dataset=['digits'] is not allowed: a name"]),
     'dataset None': (dict(dataset=None), ['dataset=None is not allowed: a name']),
@@ -25,7 +33,10 @@ REFUSED = {                                   # case: (config fields, words the 
     'num_clients True': (dict(num_clients=True), ['num_clients=True is not allowed']),
     'num_clients text': (dict(num_clients='10'), ["num_clients='10' is not allowed"]),
     'clients_per_round 0': (dict(clients_per_round=0), ['clients_per_round=0 is not allowed']),
-    'clients_per_round > num_clients': (dict(num_clients=5, clients_per_round=6), ['clients_per_round=6 is not allowed: at most num_clients=5']),
+    'clients_per_round > num_clients': (
+        dict(num_clients=5, clients_per_round=6),
+        ['clients_per_round=6 is not allowed: at most num_clients=5'],
+    ),
     'rounds 0': (dict(rounds=0), ['rounds=0 is not allowed: an integer >= 1']),
     'rounds 2.0': (dict(rounds=2.0), ['rounds=2.0 is not allowed']),
     'rounds None': (dict(rounds=None), ['rounds=None is not allowed']),
@@ -58,7 +69,10 @@ REFUSED = {                                   # case: (config fields, words the 
     'dp_clip True': (dict(dp_clip=True), ['dp_clip=True is not allowed']),
     'dp_noise negative': (dict(dp_clip=1.0, dp_noise=-1), ['dp_noise=-1 is not allowed: a finite number >= 0']),
     'dp_noise without dp_clip': (dict(dp_noise=0.5), ['dp_noise=0.5 is not allowed: 0 unless dp_clip is set']),
-    'dp_noise with an infinite clip': (dict(dp_clip=float('inf'), dp_noise=0.5), ['dp_noise=0.5 is not allowed: 0 unless dp_clip is set and finite']),
+    'dp_noise with an infinite clip': (
+        dict(dp_clip=float('inf'), dp_noise=0.5),
+        ['dp_noise=0.5 is not allowed: 0 unless dp_clip is set and finite'],
+    ),
     'dp_delta 0': (dict(dp_clip=1.0, dp_delta=0), ['dp_delta=0 is not allowed: a number in (0, 1)']),
     'dp_delta 1': (dict(dp_clip=1.0, dp_delta=1.0), ['dp_delta=1.0 is not allowed']),
     'DP-SGD under MOON': (dict(algorithm='moon', dp_clip=1.0), ['dp_clip=1.0 is not allowed: None for moon']),
@@ -71,29 +85,77 @@ REFUSED = {                                   # case: (config fields, words the 
     'device cuda:x': (dict(device='cuda:x'), ["device='cuda:x' is not allowed"]),
     'params None': (dict(params=None), ['params=None is not allowed: a dict of hyperparameters']),
     'params a list': (dict(params=[('mu', 0.1)]), ["params=[('mu', 0.1)] is not allowed"]),
-    'a hyperparameter FedAvg lacks': (dict(params={'mu': 0.1}), ["params['mu']=0.1 is not allowed: a hyperparameter of fedavg"]),
+    'a hyperparameter FedAvg lacks': (
+        dict(params={'mu': 0.1}),
+        ["params['mu']=0.1 is not allowed: a hyperparameter of fedavg"],
+    ),
     'FedProx mu negative': (dict(algorithm='fedprox', params={'mu': -1}), ["params['mu']=-1 is not allowed"]),
-    'FedProx convention third': (dict(algorithm='fedprox', params={'convention': 'third'}), ["params['convention']='third' is not allowed: 'half'"]),
-    'FedProx from_round 0': (dict(algorithm='fedprox', params={'from_round': 0}), ["params['from_round']=0 is not allowed: an integer >= 1"]),
-    'FedProx from_round True': (dict(algorithm='fedprox', params={'from_round': True}), ["params['from_round']=True is not allowed"]),
+    'FedProx convention third': (
+        dict(algorithm='fedprox', params={'convention': 'third'}),
+        ["params['convention']='third' is not allowed: 'half'"],
+    ),
+    'FedProx from_round 0': (
+        dict(algorithm='fedprox', params={'from_round': 0}),
+        ["params['from_round']=0 is not allowed: an integer >= 1"],
+    ),
+    'FedProx from_round True': (
+        dict(algorithm='fedprox', params={'from_round': True}),
+        ["params['from_round']=True is not allowed"],
+    ),
     'FedCurv lam negative': (dict(algorithm='fedcurv', params={'lam': -1.0}), ["params['lam']=-1.0 is not allowed"]),
-    'FedCurv variant unknown': (dict(algorithm='fedcurv', params={'variant': 'x'}), ["params['variant']='x' is not allowed"]),
-    'FedCurv fisher_samples 0': (dict(algorithm='fedcurv', params={'fisher_samples': 0}), ["params['fisher_samples']=0 is not allowed"]),
+    'FedCurv variant unknown': (
+        dict(algorithm='fedcurv', params={'variant': 'x'}),
+        ["params['variant']='x' is not allowed"],
+    ),
+    'FedCurv fisher_samples 0': (
+        dict(algorithm='fedcurv', params={'fisher_samples': 0}),
+        ["params['fisher_samples']=0 is not allowed"],
+    ),
     'MOON tau 0': (dict(algorithm='moon', params={'tau': 0}), ["tau", 'is not allowed: a finite number > 0']),
-    'FedNTD beta negative': (dict(algorithm='fedntd', params={'beta': -1}), ['beta', 'is not allowed: a finite number >= 0']),
-    'alpha under iid': (dict(partition='iid', partition_params={'alpha': 0.3}), ["partition_params['alpha']=0.3 is not allowed: a parameter of partition 'iid'"]),
+    'FedNTD beta negative': (
+        dict(algorithm='fedntd', params={'beta': -1}),
+        ['beta', 'is not allowed: a finite number >= 0'],
+    ),
+    'alpha under iid': (
+        dict(partition='iid', partition_params={'alpha': 0.3}),
+        ["partition_params['alpha']=0.3 is not allowed: a parameter of partition 'iid'"],
+    ),
     'partition_params None': (dict(partition_params=None), ['partition_params=None is not allowed: a dict']),
-    'classes_per_client 11 of 10': (dict(partition='classes', partition_params={'classes_per_client': 11}), ['classes_per_client=11 is not allowed: an integer from 1 to the 10 classes of mnist5k']),
-    'classes_per_client 0': (dict(partition='classes', partition_params={'classes_per_client': 0}), ['classes_per_client=0 is not allowed']),
-    'classes_per_client True': (dict(partition='classes', partition_params={'classes_per_client': True}), ['classes_per_client=True is not allowed']),
-    'alpha negative': (dict(partition='dirichlet', partition_params={'alpha': -1}), ['alpha=-1 is not allowed: a finite number > 0']),
+    'classes_per_client 11 of 10': (
+        dict(partition='classes', partition_params={'classes_per_client': 11}),
+        ['classes_per_client=11 is not allowed: an integer from 1 to the 10 classes of mnist5k'],
+    ),
+    'classes_per_client 0': (
+        dict(partition='classes', partition_params={'classes_per_client': 0}),
+        ['classes_per_client=0 is not allowed'],
+    ),
+    'classes_per_client True': (
+        dict(partition='classes', partition_params={'classes_per_client': True}),
+        ['classes_per_client=True is not allowed'],
+    ),
+    'alpha negative': (
+        dict(partition='dirichlet', partition_params={'alpha': -1}),
+        ['alpha=-1 is not allowed: a finite number > 0'],
+    ),
     'alpha nan': (dict(partition='dirichlet', partition_params={'alpha': float('nan')}), ['alpha=nan is not allowed']),
     'alpha True': (dict(partition='dirichlet', partition_params={'alpha': True}), ['alpha=True is not allowed']),
-    'a model option mlp lacks': (dict(model='mlp', model_params={'depth': 3}), ["model_params['depth']=3 is not allowed: an option of model 'mlp'"]),
-    'hidden -3': (dict(model='mlp', model_params={'hidden': -3}), ["model_params={'hidden': -3} is not allowed: options model 'mlp' can be built with"]),
-    'hidden with a negative width': (dict(model='mlp', model_params={'hidden': [200, -1]}), ["model_params={'hidden': [200, -1]} is not allowed", 'positive widths']),
+    'a model option mlp lacks': (
+        dict(model='mlp', model_params={'depth': 3}),
+        ["model_params['depth']=3 is not allowed: an option of model 'mlp'"],
+    ),
+    'hidden -3': (
+        dict(model='mlp', model_params={'hidden': -3}),
+        ["model_params={'hidden': -3} is not allowed: options model 'mlp' can be built with"],
+    ),
+    'hidden with a negative width': (
+        dict(model='mlp', model_params={'hidden': [200, -1]}),
+        ["model_params={'hidden': [200, -1]} is not allowed", 'positive widths'],
+    ),
     'hidden text': (dict(model='mlp', model_params={'hidden': 'x'}), ["model_params={'hidden': 'x'} is not allowed"]),
-    'cnn5 hidden 0': (dict(model='cnn5', model_params={'hidden': 0}), ["model_params={'hidden': 0} is not allowed", 'a positive width']),
+    'cnn5 hidden 0': (
+        dict(model='cnn5', model_params={'hidden': 0}),
+        ["model_params={'hidden': 0} is not allowed", 'a positive width'],
+    ),
     'model_params None': (dict(model_params=None), ['model_params=None is not allowed: a dict']),
     'aux_per_class negative': (dict(aux_per_class=-1), ['aux_per_class=-1 is not allowed: an integer >= 0']),
     'aux_per_class True': (dict(aux_per_class=True), ['aux_per_class=True is not allowed']),
@@ -105,70 +167,99 @@ REFUSED = {                                   # case: (config fields, words the 
     'data_root a number': (dict(data_root=3), ['data_root=3 is not allowed: a folder path']),
 }
 
+
 @pytest.mark.parametrize('case', REFUSED)
 def test_a_bad_config_is_refused_naming_field_and_value(case):
     fields, words = REFUSED[case]
-    with pytest.raises(ValueError) as e: ExperimentConfig(**fields)
+    with pytest.raises(ValueError) as e:
+        ExperimentConfig(**fields)
     assert all(w in str(e.value) for w in words), str(e.value)
 
 
-FROM_DICT = {'None': (None, ['config=None is not allowed: a dict']), 'a list': ([('rounds', 2)], ["config=[('rounds', 2)] is not allowed"]),
-             'a key that is no field': ({'rounds': 2, 'epochs': 3}, ["config key='epochs' is not allowed"])}
+FROM_DICT = {
+    'None': (None, ['config=None is not allowed: a dict']),
+    'a list': ([('rounds', 2)], ["config=[('rounds', 2)] is not allowed"]),
+    'a key that is no field': ({'rounds': 2, 'epochs': 3}, ["config key='epochs' is not allowed"]),
+}
+
 
 @pytest.mark.parametrize('case', FROM_DICT)
 def test_from_dict_refuses_what_is_not_a_config(case):
     d, words = FROM_DICT[case]
-    with pytest.raises(ValueError) as e: ExperimentConfig.from_dict(d)
+    with pytest.raises(ValueError) as e:
+        ExperimentConfig.from_dict(d)
     assert all(w in str(e.value) for w in words), str(e.value)
 
-# ---- one value, one spelling: configs written differently but equal hash equally, so a finished run is found, not redone
+
+# ---- one value, one spelling: configs written differently but equal hash equally, so a finished run is found, not
+# redone
 
 SAME = {
     'lr int and float': (dict(lr=1), dict(lr=1.0)),
     'momentum int and float': (dict(momentum=0), dict()),
     'numpy numbers': (dict(lr=np.float64(0.5), seed=np.int64(3)), dict(lr=0.5, seed=3)),
     'FedProx default mu written out': (dict(algorithm='fedprox', params={'mu': 0.01}), dict(algorithm='fedprox')),
-    'FedProx every default written out': (dict(algorithm='fedprox', params={'mu': 0.01, 'convention': 'half', 'from_round': 1}), dict(algorithm='fedprox')),
-    'FedProx mu as an int': (dict(algorithm='fedprox', params={'mu': 1}), dict(algorithm='fedprox', params={'mu': 1.0})),
+    'FedProx every default written out': (
+        dict(algorithm='fedprox', params={'mu': 0.01, 'convention': 'half', 'from_round': 1}),
+        dict(algorithm='fedprox'),
+    ),
+    'FedProx mu as an int': (
+        dict(algorithm='fedprox', params={'mu': 1}),
+        dict(algorithm='fedprox', params={'mu': 1.0}),
+    ),
     'a path as data_root': (dict(data_root=__import__('pathlib').Path('data')), dict()),
 }
+
 
 @pytest.mark.parametrize('case', SAME)
 def test_equal_configs_hash_equally(case):
     a, b = (ExperimentConfig(**kw) for kw in SAME[case])
     assert a.hash == b.hash and a.run_name == b.run_name
 
+
 # ---- hyperparameters that switch a method off: accepted, with a warning that says so
 
 SWITCHED_OFF = {
     'FedProx mu 0': (dict(algorithm='fedprox', params={'mu': 0}), 'mu=0 (no proximal term)'),
-    'FedProx from_round after the last round': (dict(algorithm='fedprox', rounds=5, params={'from_round': 999, 'mu': 100}), 'from_round=999 > rounds=5'),
+    'FedProx from_round after the last round': (
+        dict(algorithm='fedprox', rounds=5, params={'from_round': 999, 'mu': 100}),
+        'from_round=999 > rounds=5',
+    ),
     'FedCurv lam 0': (dict(algorithm='fedcurv', params={'lam': 0.0}), 'lam=0 (no Fisher penalty)'),
     'FedNTD beta 0': (dict(algorithm='fedntd', params={'beta': 0}), 'beta=0 (no not-true distillation)'),
     'MOON mu 0': (dict(algorithm='moon', params={'mu': 0.0}), 'mu=0 (no contrastive term)'),
     'FedCAD beta 0': (dict(algorithm='fedcad', params={'beta': 0}), 'beta=0 (no distillation)'),
 }
 
+
 @pytest.mark.parametrize('case', SWITCHED_OFF)
 def test_a_method_switched_off_warns(case):
     fields, words = SWITCHED_OFF[case]
-    with pytest.warns(UserWarning, match='is switched off by') as w: ExperimentConfig(**fields)
+    with pytest.warns(UserWarning, match='is switched off by') as w:
+        ExperimentConfig(**fields)
     assert words in str(w[0].message) and 'trains as plain FedAvg' in str(w[0].message)
+
 
 def test_a_method_left_on_does_not_warn():
     with warnings.catch_warnings():
         warnings.simplefilter('error')
         ExperimentConfig(algorithm='fedprox', rounds=5, params={'from_round': 5})
 
+
 # ---- the command line: every expected failure is one line naming the field or path, never a traceback
+
 
 def fedrepro(argv) -> tuple[int, str]:
     "`fedrepro <argv>` in this process: its exit code and its stderr."
     err = io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        try: main(argv); code = 0
-        except SystemExit as e: code = e.code
+        try:
+            main(argv)
+            code = 0
+        except SystemExit as e:
+            code = e.code
     return code, err.getvalue()
+
 
 @pytest.fixture(scope='module')
 def a_file(tmp_path_factory):
@@ -176,8 +267,9 @@ def a_file(tmp_path_factory):
     f.write_text('not a folder')
     return str(f)
 
+
 RUN = ['run', '--model', 'mlp', '--rounds', '1', '--device', 'cpu', '--no-progress']
-CLI = {                                             # case: (argv, exit code, words of the message); '{file}' is a file
+CLI = {  # case: (argv, exit code, words of the message); '{file}' is a file
     'no command': ([], 2, ['the following arguments are required: command']),
     'an unknown command': (['train'], 2, ["invalid choice: 'train'"]),
     'an unknown dataset': (RUN + ['--dataset', 'cifar1000'], 2, ["dataset='cifar1000' is not allowed"]),
@@ -185,67 +277,138 @@ CLI = {                                             # case: (argv, exit code, wo
     '--seed not a number': (RUN + ['--seed', 'abc'], 2, ["argument --seed: invalid int value: 'abc'"]),
     '--seed negative': (RUN + ['--seed', '-1'], 2, ['seed=-1 is not allowed']),
     '--set lr not a number': (RUN + ['--set', 'lr=abc'], 2, ["lr='abc' is not allowed: a value of type float"]),
-    '--set local_steps not a number': (RUN + ['--set', 'local_steps=abc'], 2, ["local_steps='abc' is not allowed: a value of type int or None"]),
+    '--set local_steps not a number': (
+        RUN + ['--set', 'local_steps=abc'],
+        2,
+        ["local_steps='abc' is not allowed: a value of type int or None"],
+    ),
     '--set without =': (RUN + ['--set', 'mu'], 2, ["--set='mu' is not allowed: key=value"]),
-    '--set alpha under iid': (RUN + ['--set', 'alpha=0.5'], 2, ["--set alpha='0.5' is not allowed: a parameter of partition 'dirichlet'", "this run's partition is 'iid'"]),
+    '--set alpha under iid': (
+        RUN + ['--set', 'alpha=0.5'],
+        2,
+        ["--set alpha='0.5' is not allowed: a parameter of partition 'dirichlet'", "this run's partition is 'iid'"],
+    ),
     '--set mu under fedavg': (RUN + ['--set', 'mu=0.1'], 2, ["a parameter of algorithm", "'fedprox'"]),
     '--set a misspelt field': (RUN + ['--set', 'local_step=5'], 2, ["did you mean 'local_steps'?"]),
-    '--set a name nothing has': (RUN + ['--set', 'zzz=1'], 2, ["--set zzz='1' is not allowed: no config field or parameter has this name"]),
+    '--set a name nothing has': (
+        RUN + ['--set', 'zzz=1'],
+        2,
+        ["--set zzz='1' is not allowed: no config field or parameter has this name"],
+    ),
     '--set params not an object': (RUN + ['--set', 'params=[1]'], 2, ["params='[1]' is not allowed: a JSON object"]),
-    '--set params with a key fedavg lacks': (RUN + ['--set', 'params={"mu": 0.1}'], 2, ["params['mu']=0.1 is not allowed: a hyperparameter of fedavg"]),
+    '--set params with a key fedavg lacks': (
+        RUN + ['--set', 'params={"mu": 0.1}'],
+        2,
+        ["params['mu']=0.1 is not allowed: a hyperparameter of fedavg"],
+    ),
     '--set hidden -3': (RUN + ['--set', 'hidden=-3'], 2, ["model_params={'hidden': -3} is not allowed"]),
-    '--classes-per-client 12': (RUN + ['--partition', 'classes', '--classes-per-client', '12'], 2, ['classes_per_client=12 is not allowed']),
+    '--classes-per-client 12': (
+        RUN + ['--partition', 'classes', '--classes-per-client', '12'],
+        2,
+        ['classes_per_client=12 is not allowed'],
+    ),
     '--alpha under iid': (RUN + ['--alpha', '0.3'], 2, ["partition_params['alpha']=0.3 is not allowed"]),
     '--device gpu': (RUN + ['--device', 'gpu'], 2, ["device='gpu' is not allowed"]),
-    '--dp-clip under moon': (RUN + ['--algorithm', 'moon', '--dp-clip', '1'], 2, ['dp_clip=1.0 is not allowed: None for moon']),
-    '--partition group on data without groups': (RUN + ['--partition', 'group'], 2, ["partition='group' is not allowed", 'carry group ids']),
+    '--dp-clip under moon': (
+        RUN + ['--algorithm', 'moon', '--dp-clip', '1'],
+        2,
+        ['dp_clip=1.0 is not allowed: None for moon'],
+    ),
+    '--partition group on data without groups': (
+        RUN + ['--partition', 'group'],
+        2,
+        ["partition='group' is not allowed", 'carry group ids'],
+    ),
     '--out a file': (RUN + ['--out', '{file}'], 2, ['{file}']),
     '--out under /dev/null': (RUN + ['--out', '/dev/null/runs'], 2, ['/dev/null/runs']),
     'reproduce an unknown job': (['reproduce', 'fedreg_table99'], 2, ["reproduction='fedreg_table99' is not allowed"]),
-    'reproduce an unknown scale': (['reproduce', 'quickstart', '--scale', 'huge'], 2, ["argument --scale: invalid choice: 'huge'"]),
-    'reproduce --seeds not numbers': (['reproduce', 'quickstart', '--seeds', 'a,b'], 2, ["argument --seeds: 'a,b' is not allowed: comma-separated integers >= 0"]),
+    'reproduce an unknown scale': (
+        ['reproduce', 'quickstart', '--scale', 'huge'],
+        2,
+        ["argument --scale: invalid choice: 'huge'"],
+    ),
+    'reproduce --seeds not numbers': (
+        ['reproduce', 'quickstart', '--seeds', 'a,b'],
+        2,
+        ["argument --seeds: 'a,b' is not allowed: comma-separated integers >= 0"],
+    ),
     'reproduce --seeds negative': (['reproduce', 'quickstart', '--seeds', '0,-1'], 2, ["'0,-1' is not allowed"]),
     'reproduce --device gpu': (['reproduce', 'quickstart', '--device', 'gpu'], 2, ["device='gpu' is not allowed"]),
-    'reproduce a parameter the job lacks': (['reproduce', 'fedimp_table1', '--set', 'profle=P'], 2, ["parameter='profle' is not allowed"]),
-    'reproduce --set without =': (['reproduce', 'fedimp_table1', '--set', 'profile'], 2, ["--set='profile' is not allowed: key=value"]),
-    'book --results a missing folder': (['book', '--results', '/nonexistent/results'], 2, ["results='/nonexistent/results' is not allowed: a folder"]),
+    'reproduce a parameter the job lacks': (
+        ['reproduce', 'fedimp_table1', '--set', 'profle=P'],
+        2,
+        ["parameter='profle' is not allowed"],
+    ),
+    'reproduce --set without =': (
+        ['reproduce', 'fedimp_table1', '--set', 'profile'],
+        2,
+        ["--set='profile' is not allowed: key=value"],
+    ),
+    'book --results a missing folder': (
+        ['book', '--results', '/nonexistent/results'],
+        2,
+        ["results='/nonexistent/results' is not allowed: a folder"],
+    ),
     'reproduce --out a file': (['reproduce', 'quickstart', '--scale', 'smoke', '--out', '{file}'], 2, ['{file}']),
 }
+
 
 @pytest.mark.parametrize('case', CLI)
 def test_the_command_line_fails_in_one_clear_line(case, a_file, tmp_path):
     argv, code, words = CLI[case]
     argv = [a.replace('{file}', a_file) for a in argv]
-    if argv[:1] == ['run'] and '--out' not in argv: argv += ['--out', str(tmp_path / 'runs')]
+    if argv[:1] == ['run'] and '--out' not in argv:
+        argv += ['--out', str(tmp_path / 'runs')]
     got, err = fedrepro(argv)
     assert got == code and 'Traceback' not in err, err
     assert all(w.replace('{file}', a_file) in err for w in words), err
-    assert not (tmp_path / 'runs').exists() or not any((tmp_path / 'runs').iterdir()), 'a refused run left a directory behind'
+    assert not (tmp_path / 'runs').exists() or not any((tmp_path / 'runs').iterdir()), (
+        'a refused run left a directory behind'
+    )
+
 
 # ---- damaged records: a finished run's records come back whole, from whatever of them is intact
+
 
 @pytest.fixture(scope='module')
 def finished(tmp_path_factory):
     "One tiny finished run, to copy and damage."
-    cfg = ExperimentConfig(model='mlp', num_clients=4, clients_per_round=2, rounds=3, lr=0.05, batch_size=50, device='cpu', test_size=500)
+    cfg = ExperimentConfig(
+        model='mlp', num_clients=4, clients_per_round=2, rounds=3, lr=0.05, batch_size=50, device='cpu', test_size=500
+    )
     res = run(cfg, tmp_path_factory.mktemp('finished'))
     return cfg, res
 
-def _truncate(f): f.write_bytes(f.read_bytes()[:100])
-def _drop_last_row(f): f.write_text(''.join(f.read_text().splitlines(True)[:-1]))
 
-DAMAGE = {                                         # case: (file, what is done to it, a warning expected)
+def _truncate(f):
+    f.write_bytes(f.read_bytes()[:100])
+
+
+def _drop_last_row(f):
+    f.write_text(''.join(f.read_text().splitlines(True)[:-1]))
+
+
+DAMAGE = {  # case: (file, what is done to it, a warning expected)
     'checkpoint truncated': ('checkpoint.pt', _truncate, 'is damaged'),
     'checkpoint empty': ('checkpoint.pt', lambda f: f.write_bytes(b''), 'is damaged'),
     'checkpoint random bytes': ('checkpoint.pt', lambda f: f.write_bytes(os.urandom(4096)), 'is damaged'),
-    'checkpoint not a checkpoint': ('checkpoint.pt', lambda f: __import__('torch').save({'x': 1}, f), 'not a run checkpoint'),
+    'checkpoint not a checkpoint': (
+        'checkpoint.pt',
+        lambda f: __import__('torch').save({'x': 1}, f),
+        'not a run checkpoint',
+    ),
     'metrics.csv without its last row': ('metrics.csv', _drop_last_row, None),
     'metrics.csv deleted': ('metrics.csv', lambda f: f.unlink(), None),
     'metrics.csv garbage': ('metrics.csv', lambda f: f.write_bytes(os.urandom(300)), None),
     'summary.json deleted': ('summary.json', lambda f: f.unlink(), None),
-    'summary.json edited': ('summary.json', lambda f: f.write_text(f.read_text().replace('"best_acc"', '"best_acc_"')), None),
+    'summary.json edited': (
+        'summary.json',
+        lambda f: f.write_text(f.read_text().replace('"best_acc"', '"best_acc_"')),
+        None,
+    ),
     'env.json deleted': ('env.json', lambda f: f.unlink(), None),
 }
+
 
 @pytest.mark.parametrize('case', DAMAGE)
 def test_a_damaged_file_of_a_finished_run_is_recovered(case, finished, tmp_path):
@@ -260,43 +423,75 @@ def test_a_damaged_file_of_a_finished_run_is_recovered(case, finished, tmp_path)
     assert again.summary == res.summary
     pd.testing.assert_frame_equal(pd.read_csv(again.run_dir / 'metrics.csv'), pd.read_csv(res.run_dir / 'metrics.csv'))
     assert json.loads((again.run_dir / 'summary.json').read_text()) == res.summary
-    if warns: assert any(warns in str(x.message) and 'checkpoint.pt' in str(x.message) for x in w), [str(x.message) for x in w]
+    if warns:
+        assert any(warns in str(x.message) and 'checkpoint.pt' in str(x.message) for x in w), [
+            str(x.message) for x in w
+        ]
+
 
 def test_a_checkpoint_and_metrics_both_damaged_retrain_to_the_same_rows(finished, tmp_path):
     cfg, res = finished
     shutil.copytree(res.run_dir, tmp_path / cfg.run_name)
-    _truncate(tmp_path / cfg.run_name / 'checkpoint.pt'); _drop_last_row(tmp_path / cfg.run_name / 'metrics.csv')
-    with pytest.warns(UserWarning, match='starts again from round 0'): again = run(cfg, tmp_path)
+    _truncate(tmp_path / cfg.run_name / 'checkpoint.pt')
+    _drop_last_row(tmp_path / cfg.run_name / 'metrics.csv')
+    with pytest.warns(UserWarning, match='starts again from round 0'):
+        again = run(cfg, tmp_path)
     cols = ['round', 'test_acc', 'test_loss', 'up_params']
     pd.testing.assert_frame_equal(again.metrics[cols], res.metrics[cols])
+
 
 def test_a_checkpoint_of_another_config_names_the_file(finished, tmp_path):
     cfg, res = finished
     shutil.copytree(res.run_dir, tmp_path / cfg.run_name)
     other = cfg.replace(lr=0.07)
     shutil.copytree(res.run_dir, tmp_path / other.run_name)
-    with pytest.raises(ValueError, match=f'checkpoint.pt belongs to config {cfg.hash}, not {other.hash}; use another out directory'): run(other, tmp_path)
+    with pytest.raises(
+        ValueError, match=f'checkpoint.pt belongs to config {cfg.hash}, not {other.hash}; use another out directory'
+    ):
+        run(other, tmp_path)
+
 
 # ---- code versions and divergence
 
+
 def test_resuming_under_other_code_is_refused_unless_allowed(tmp_path, monkeypatch):
-    cfg = ExperimentConfig(model='mlp', num_clients=4, clients_per_round=2, rounds=3, lr=0.05, batch_size=50, device='cpu', test_size=500)
-    with pytest.raises(Stop): run(cfg, tmp_path, callbacks=[stop_after(2)])
+    cfg = ExperimentConfig(
+        model='mlp', num_clients=4, clients_per_round=2, rounds=3, lr=0.05, batch_size=50, device='cpu', test_size=500
+    )
+    with pytest.raises(Stop):
+        run(cfg, tmp_path, callbacks=[stop_after(2)])
     monkeypatch.setattr(runner, '_CODE', 'other+000000000000')
-    with pytest.raises(RuntimeError, match='stopped at round 2 under fedrepro .* this is other\\+000000000000: resuming would mix rounds'):
+    with pytest.raises(
+        RuntimeError,
+        match='stopped at round 2 under fedrepro .* this is other\\+000000000000: resuming would mix rounds',
+    ):
         run(cfg, tmp_path)
     res = run(cfg, tmp_path, allow_code_change=True)
     codes = [s['code'] for s in json.loads((res.run_dir / 'env.json').read_text())['segments']]
     assert len(res.metrics) == 4 and codes[-1] == 'other+000000000000' and codes[0] != codes[-1]
 
+
 DIVERGED = {'lr 1e6': dict(lr=1e6), 'lr 1e3 with momentum': dict(lr=1e3, momentum=0.9)}
+
 
 @pytest.mark.parametrize('case', DIVERGED)
 def test_a_diverged_run_is_recorded_as_diverged_and_reports_no_accuracy(case, tmp_path):
-    cfg = ExperimentConfig(model='mlp', num_clients=4, clients_per_round=2, rounds=4, batch_size=50, device='cpu', test_size=500, **DIVERGED[case])
+    cfg = ExperimentConfig(
+        model='mlp',
+        num_clients=4,
+        clients_per_round=2,
+        rounds=4,
+        batch_size=50,
+        device='cpu',
+        test_size=500,
+        **DIVERGED[case],
+    )
     res = run(cfg, tmp_path)
     d = res.summary['diverged']
-    assert d['round'] == res.metrics['round'].iloc[-1] < cfg.rounds and d['reason'] in ('parameters not finite', 'test loss not finite')
+    assert d['round'] == res.metrics['round'].iloc[-1] < cfg.rounds and d['reason'] in (
+        'parameters not finite',
+        'test loss not finite',
+    )
     assert res.summary['best_acc'] is res.summary['final_acc'] is None
     assert res.metrics['diverged'].iloc[-1] == d['reason']
-    assert run(cfg, tmp_path).summary == res.summary                     # found again, not retrained
+    assert run(cfg, tmp_path).summary == res.summary  # found again, not retrained

@@ -1,6 +1,9 @@
 "The `fedrepro` command, end to end, as a user types it."
-import json, re, subprocess, sys
-from pathlib import Path
+
+import json
+import re
+import subprocess
+import sys
 import pandas as pd
 
 FEDREPRO = [sys.executable, '-m', 'fedrepro.cli']
@@ -12,21 +15,42 @@ def fedrepro(*args, cwd=None):
 
 
 def test_run_reaches_clearly_above_chance_and_writes_records(tmp_path):
-    p = fedrepro('run', '--dataset', 'mnist5k', '--partition', 'dirichlet', '--alpha', '0.5', '--num-clients', '10',
-                 '--clients-per-round', '10', '--algorithm', 'fedavg', '--rounds', '5', '--device', 'cpu',
-                 '--out', str(tmp_path), '--no-progress')
+    p = fedrepro(
+        'run',
+        '--dataset',
+        'mnist5k',
+        '--partition',
+        'dirichlet',
+        '--alpha',
+        '0.5',
+        '--num-clients',
+        '10',
+        '--clients-per-round',
+        '10',
+        '--algorithm',
+        'fedavg',
+        '--rounds',
+        '5',
+        '--device',
+        'cpu',
+        '--out',
+        str(tmp_path),
+        '--no-progress',
+    )
     assert p.returncode == 0, p.stderr
     (run_dir,) = [d for d in tmp_path.iterdir() if d.is_dir()]
     assert {'config.json', 'metrics.csv', 'summary.json', 'env.json'} <= {f.name for f in run_dir.iterdir()}
     m = pd.read_csv(run_dir / 'metrics.csv')
     assert m['round'].tolist() == list(range(6))
     summary = json.loads((run_dir / 'summary.json').read_text())
-    assert summary['final_acc'] > 0.5, summary      # chance is 0.1
+    assert summary['final_acc'] > 0.5, summary  # chance is 0.1
     assert json.loads(p.stdout.split('records:')[0])['final_acc'] == summary['final_acc']
 
 
 def test_set_reaches_fields_and_bad_values_exit_2(tmp_path):
-    p = fedrepro('run', '--model', 'mlp', '--rounds', '1', '--set', 'eval_every=1', '--set', 'lr=-1', '--out', str(tmp_path))
+    p = fedrepro(
+        'run', '--model', 'mlp', '--rounds', '1', '--set', 'eval_every=1', '--set', 'lr=-1', '--out', str(tmp_path)
+    )
     assert p.returncode == 2 and 'lr=-1.0 is not allowed: a finite number > 0' in p.stderr
     p = fedrepro('run', '--partition', 'classes', '--classes-per-client', '12', '--out', str(tmp_path))
     assert p.returncode == 2 and 'classes_per_client=12' in p.stderr
@@ -50,25 +74,35 @@ def test_list_names_everything():
 def test_reproduce_refuses_unknown_names_and_scales(tmp_path):
     p = fedrepro('reproduce', 'fedreg_table99', '--out', str(tmp_path))
     assert p.returncode == 2 and "reproduction='fedreg_table99' is not allowed" in p.stderr
-    p = fedrepro('reproduce', 'quickstart', 'fedssd_figure6', '--set', 'profile=P', '--out', str(tmp_path))   # refused before any job runs
+    p = fedrepro(
+        'reproduce', 'quickstart', 'fedssd_figure6', '--set', 'profile=P', '--out', str(tmp_path)
+    )  # refused before any job runs
     assert p.returncode == 2 and "parameter='profile' is not allowed" in p.stderr and not list(tmp_path.iterdir())
 
 
 def test_reproduce_reports_a_failing_notebook_in_one_line_and_keeps_the_previous_results(tmp_path):
     previous = {'quickstart.ipynb': '{}', 'quickstart.csv': 'good', 'quickstart_seeds.csv': 'good seeds'}
-    for f, text in previous.items(): (tmp_path / f).write_text(text)
+    for f, text in previous.items():
+        (tmp_path / f).write_text(text)
     p = fedrepro('reproduce', 'quickstart', '--scale', 'paper', '--out', str(tmp_path))
     assert p.returncode == 2
-    assert "quickstart failed at cell" in p.stderr and "scale='paper' is not allowed" in p.stderr and 'previous results are kept' in p.stderr
+    assert (
+        "quickstart failed at cell" in p.stderr
+        and "scale='paper' is not allowed" in p.stderr
+        and 'previous results are kept' in p.stderr
+    )
     assert {f: (tmp_path / f).read_text() for f in previous} == previous
     assert "scale='paper' is not allowed" in (tmp_path / 'quickstart.failed.ipynb').read_text()
 
 
 def test_reproduce_is_quiet_one_progress_bar_and_no_kernel_warnings(tmp_path):
-    "What a job prints is its progress bar, its notebook and its minutes: no warning a user cannot act on (ipykernel's 'running over TCP without encryption' among them)."
+    """What a job prints is its progress bar, its notebook and its minutes: no warning a user cannot act on (ipykernel's
+    'running over TCP without encryption' among them)."""
     p = fedrepro('reproduce', 'fedssd_figure6', '--scale', 'smoke', '--out', str(tmp_path))
     assert p.returncode == 0, p.stderr
     lines = [l for l in p.stderr.replace('\r', '\n').splitlines() if l.strip()]
-    bar = re.compile(r'Executing: +\d+%\|[^|]*\| \d+/\d+ \[[^\]]*\]')     # one tqdm bar, redrawn; nothing after it on a line
+    bar = re.compile(
+        r'Executing: +\d+%\|[^|]*\| \d+/\d+ \[[^\]]*\]'
+    )  # one tqdm bar, redrawn; nothing after it on a line
     assert lines and all(bar.fullmatch(l) for l in lines), [l for l in lines if not bar.fullmatch(l)]
     assert lines[-1].startswith('Executing: 100%') and p.stdout.splitlines()[-1].startswith('fedssd_figure6 at smoke:')

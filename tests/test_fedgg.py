@@ -1,57 +1,135 @@
-"FedGG from the command line: every hyperparameter reachable with --set, every bad value refused by name in one line, its diagnostics recorded."
+"""FedGG from the command line: every hyperparameter reachable with --set, every bad value refused by name in one line,
+its diagnostics recorded."""
+
 import pytest
 from fedrepro.cli import main
 
-TINY = ['run', '--dataset', 'mnist5k', '--partition', 'dirichlet', '--alpha', '0.5', '--num-clients', '5', '--clients-per-round', '5',
-        '--model', 'mlp', '--algorithm', 'fedgg', '--batch-size', '64', '--momentum', '0.9', '--lr', '0.01', '--rounds', '3',
-        '--device', 'cpu', '--no-progress']
+TINY = [
+    'run',
+    '--dataset',
+    'mnist5k',
+    '--partition',
+    'dirichlet',
+    '--alpha',
+    '0.5',
+    '--num-clients',
+    '5',
+    '--clients-per-round',
+    '5',
+    '--model',
+    'mlp',
+    '--algorithm',
+    'fedgg',
+    '--batch-size',
+    '64',
+    '--momentum',
+    '0.9',
+    '--lr',
+    '0.01',
+    '--rounds',
+    '3',
+    '--device',
+    'cpu',
+    '--no-progress',
+]
 
 
 def test_every_fedgg_hyperparameter_is_set_from_the_command_line_and_recorded(cli_run_with):
-    m = cli_run_with(TINY, {'mu': 0.1, 'weight': 'fixed', 'lam': 0.001, 'grad': 'printed', 'cos_start_step': 3}).set_index('round')
-    assert m.loc[1, 'corrected_steps'] == 0 and (m.loc[2:, 'corrected_steps'] > 0).all()      # no global direction in round 1
+    m = cli_run_with(
+        TINY, {'mu': 0.1, 'weight': 'fixed', 'lam': 0.001, 'grad': 'printed', 'cos_start_step': 3}
+    ).set_index('round')
+    assert (
+        m.loc[1, 'corrected_steps'] == 0 and (m.loc[2:, 'corrected_steps'] > 0).all()
+    )  # no global direction in round 1
     assert (m.loc[2:, 'lam'] - 0.001).abs().max() < 1e-12 and m.loc[2:, 'cos'].between(-1, 1).all()
-    assert m.loc[3, 'update_cos'] == m.loc[3, 'update_cos'] and m.loc[1, 'up_params'] == m.loc[1, 'down_params']   # a number; FedAvg's traffic
+    assert (
+        m.loc[3, 'update_cos'] == m.loc[3, 'update_cos'] and m.loc[1, 'up_params'] == m.loc[1, 'down_params']
+    )  # a number; FedAvg's traffic
 
 
-@pytest.mark.parametrize('key,value', [('mu', '-0.01'), ('weight', 'adaptve'), ('grad', 'autograd'), ('cos_start_step', '1'),
-                                       ('lam', 'nan'), ('gamma', '0.9')])
+@pytest.mark.parametrize(
+    'key,value',
+    [
+        ('mu', '-0.01'),
+        ('weight', 'adaptve'),
+        ('grad', 'autograd'),
+        ('cos_start_step', '1'),
+        ('lam', 'nan'),
+        ('gamma', '0.9'),
+    ],
+)
 def test_a_bad_fedgg_value_is_refused_by_name(key, value, capsys, tmp_path):
-    with pytest.raises(SystemExit) as e: main([*TINY, '--set', f'{key}={value}', '--out', str(tmp_path)])
+    with pytest.raises(SystemExit) as e:
+        main([*TINY, '--set', f'{key}={value}', '--out', str(tmp_path)])
     err = capsys.readouterr().err
-    assert e.value.code == 2 and (f"params['{key}']" in err or f"--set {key}=" in err) and len(err.strip().splitlines()) == 1
-    assert not any(tmp_path.iterdir())                                   # refused before anything is written
+    assert (
+        e.value.code == 2
+        and (f"params['{key}']" in err or f"--set {key}=" in err)
+        and len(err.strip().splitlines()) == 1
+    )
+    assert not any(tmp_path.iterdir())  # refused before anything is written
 
 
 def test_an_interrupted_fedgg_run_resumes_to_identical_metrics(resumes_identically):
-    "The server's last update (for update_cos) and each client's last received model (its direction's origin) survive a restart."
+    """The server's last update (for update_cos) and each client's last received model (its direction's origin) survive
+    a restart."""
     from fedrepro.config import ExperimentConfig
-    cfg = ExperimentConfig(dataset='mnist5k', partition='dirichlet', partition_params={'alpha': 0.5}, num_clients=6, clients_per_round=3,
-                           model='mlp', model_params={'hidden': [16]}, algorithm='fedgg', params={'mu': 0.1}, rounds=4, batch_size=64,
-                           lr=0.01, momentum=0.9, device='cpu')
-    resumes_identically(cfg, ['round', 'test_acc', 'test_loss', 'lam', 'cos', 'g_norm', 'update_cos', 'corrected_steps'])
+
+    cfg = ExperimentConfig(
+        dataset='mnist5k',
+        partition='dirichlet',
+        partition_params={'alpha': 0.5},
+        num_clients=6,
+        clients_per_round=3,
+        model='mlp',
+        model_params={'hidden': [16]},
+        algorithm='fedgg',
+        params={'mu': 0.1},
+        rounds=4,
+        batch_size=64,
+        lr=0.01,
+        momentum=0.9,
+        device='cpu',
+    )
+    resumes_identically(
+        cfg, ['round', 'test_acc', 'test_loss', 'lam', 'cos', 'g_norm', 'update_cos', 'corrected_steps']
+    )
 
 
 def _curve(accs, up=10.0):
-    import numpy as np, pandas as pd
+    import numpy as np
+    import pandas as pd
+
     return pd.DataFrame({'round': range(len(accs)), 'test_acc': accs, 'up_params': [np.nan] + [up] * (len(accs) - 1)})
 
 
 def test_fedgg_cells_health_is_typed_by_what_each_cell_is_measured_against():
-    "Rounds to target and the speed-up need FedAvg's run to set a target (learned, plateaued, above the learned level); a difference from FedAvg needs only that it did not fail; the margin keeps a failed baseline in."
+    """Rounds to target and the speed-up need FedAvg's run to set a target (learned, plateaued, above the learned
+    level); a difference from FedAvg needs only that it did not fail; the margin keeps a failed baseline in."""
     import numpy as np
     from fedrepro.fedgg import fedgg_cells
     from fedrepro.repro import Health, Kind, OK
+
     accs = np.linspace(0.1, 0.6, 11)
-    runs = {'FedAvg': _curve(accs), 'FedProx': _curve(accs - 0.05), 'SCAFFOLD': _curve(accs, 20.0), 'FedGG': _curve(np.minimum(accs + 0.1, 0.65))}
-    health = lambda rs, chance=0.1, h={}: {(c['method'], c['metric']): c.get('health', OK) for c in fedgg_cells(rs, chance, h)}
+    runs = {
+        'FedAvg': _curve(accs),
+        'FedProx': _curve(accs - 0.05),
+        'SCAFFOLD': _curve(accs, 20.0),
+        'FedGG': _curve(np.minimum(accs + 0.1, 0.65)),
+    }
+    health = lambda rs, chance=0.1, h={}: {
+        (c['method'], c['metric']): c.get('health', OK) for c in fedgg_cells(rs, chance, h)
+    }
     rising = health(runs)
     assert all(isinstance(h, Health) for h in rising.values())
-    assert rising['FedGG', 'rounds to target'].kind is Kind.UNCONVERGED and rising['FedGG', 'speed-up'].kind is Kind.UNCONVERGED
+    assert (
+        rising['FedGG', 'rounds to target'].kind is Kind.UNCONVERGED
+        and rising['FedGG', 'speed-up'].kind is Kind.UNCONVERGED
+    )
     assert rising['FedGG', "best ACC − FedAvg's"] == OK and rising['FedGG', 'margin over the best baseline'] == OK
     flat = {**runs, 'FedAvg': _curve(np.minimum(accs, 0.5))}
     assert health(flat)['FedGG', 'rounds to target'] == OK and health(flat)['FedAvg', 'speed-up'] == OK
-    assert health(flat, 0.4)['FedGG', 'rounds to target'].kind is Kind.LOW_TARGET          # 0.5 under the learned level 0.55
+    assert health(flat, 0.4)['FedGG', 'rounds to target'].kind is Kind.LOW_TARGET  # 0.5 under the learned level 0.55
     failed = health(flat, 0.1, {'FedAvg': Health(Kind.DIVERGED, 'test loss not finite from round 3')})
     assert {failed['FedGG', 'rounds to target'].kind, failed['FedProx', "best ACC − FedAvg's"].kind} == {Kind.REFERENCE}
     assert failed['FedGG', 'margin over the best baseline'] == OK and failed['FedGG', "upload / FedAvg's"] == OK
@@ -59,9 +137,17 @@ def test_fedgg_cells_health_is_typed_by_what_each_cell_is_measured_against():
 
 def test_fedgg_metrics_are_declared_as_the_paper_means_them():
     from fedrepro.fedgg import FEDGG
+
     m = FEDGG.metrics
-    assert (m['best ACC'].kind, m['best ACC'].accuracy, m['best ACC'].better) == ('accuracy', 'best', 'higher')     # Tables 1-2: highest accuracy
+    assert (m['best ACC'].kind, m['best ACC'].accuracy, m['best ACC'].better) == (
+        'accuracy',
+        'best',
+        'higher',
+    )  # Tables 1-2: highest accuracy
     assert (m['rounds to target'].kind, m['rounds to target'].better) == ('rounds', 'lower')
     assert (m['speed-up'].kind, m['speed-up'].better) == ('ratio', 'higher')
-    assert m['λ trend'].better == m['s_m trend'].better == 'lower' and m['update cos, early'].better == m['c'].better == 'higher'   # C10's directions
+    assert (
+        m['λ trend'].better == m['s_m trend'].better == 'lower'
+        and m['update cos, early'].better == m['c'].better == 'higher'
+    )  # C10's directions
     assert m['correction / gradient'].better is None and m["largest client's share"].better is None

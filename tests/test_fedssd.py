@@ -1,34 +1,93 @@
-"FedSSD from the command line: every hyperparameter reachable with --set, every bad value refused by name in one line, its diagnostics recorded, resume."
+"""FedSSD from the command line: every hyperparameter reachable with --set, every bad value refused by name in one line,
+its diagnostics recorded, resume."""
+
 import pytest
 from fedrepro.cli import main
 
-TINY = ['run', '--dataset', 'mnist5k', '--partition', 'dirichlet', '--alpha', '0.5', '--num-clients', '5', '--clients-per-round', '5',
-        '--model', 'mlp', '--algorithm', 'fedssd', '--aux-per-class', '8', '--batch-size', '64', '--momentum', '0.9',
-        '--weight-decay', '1e-5', '--lr', '0.05', '--rounds', '3', '--device', 'cpu', '--no-progress']
-EVERY = {'m_max': 0.05, 'offset': 0.05, 'sample_power': 1.0, 'mask_power': 1, 'class_reduction': 'mean', 'batch_reduction': 'sum',
-         'distill': 'ssd'}
+TINY = [
+    'run',
+    '--dataset',
+    'mnist5k',
+    '--partition',
+    'dirichlet',
+    '--alpha',
+    '0.5',
+    '--num-clients',
+    '5',
+    '--clients-per-round',
+    '5',
+    '--model',
+    'mlp',
+    '--algorithm',
+    'fedssd',
+    '--aux-per-class',
+    '8',
+    '--batch-size',
+    '64',
+    '--momentum',
+    '0.9',
+    '--weight-decay',
+    '1e-5',
+    '--lr',
+    '0.05',
+    '--rounds',
+    '3',
+    '--device',
+    'cpu',
+    '--no-progress',
+]
+EVERY = {
+    'm_max': 0.05,
+    'offset': 0.05,
+    'sample_power': 1.0,
+    'mask_power': 1,
+    'class_reduction': 'mean',
+    'batch_reduction': 'sum',
+    'distill': 'ssd',
+}
 
 
 def test_every_fedssd_hyperparameter_is_set_from_the_command_line_and_recorded(cli_run_with):
-    m = cli_run_with(TINY, EVERY).set_index('round').loc[1:]                      # round 0 is the initial model's evaluation
+    m = cli_run_with(TINY, EVERY).set_index('round').loc[1:]  # round 0 is the initial model's evaluation
     assert m[['mask_nonzero', 'm_sample', 'm_class', 'aux_recall']].stack().between(0, 1).all()
-    assert m.loc[3, 'mask_nonzero'] > 0 and m.loc[3, 'ssd_over_ce'] > 0          # distillation is on once the global model has learned
-    assert m.loc[1, 'down_params'] == m.loc[1, 'up_params'] + 5 * 10 * 10        # the model, and a 10 x 10 matrix to each of 5 clients
+    assert (
+        m.loc[3, 'mask_nonzero'] > 0 and m.loc[3, 'ssd_over_ce'] > 0
+    )  # distillation is on once the global model has learned
+    assert (
+        m.loc[1, 'down_params'] == m.loc[1, 'up_params'] + 5 * 10 * 10
+    )  # the model, and a 10 x 10 matrix to each of 5 clients
 
 
-@pytest.mark.parametrize('key,value', [('m_max', '-0.01'), ('m_max', 'nan'), ('offset', '-1'), ('sample_power', '0'), ('mask_power', '3'),
-                                       ('class_reduction', 'max'), ('batch_reduction', 'none'), ('distill', 'ce'),
-                                       ('mu', '0.01')])
+@pytest.mark.parametrize(
+    'key,value',
+    [
+        ('m_max', '-0.01'),
+        ('m_max', 'nan'),
+        ('offset', '-1'),
+        ('sample_power', '0'),
+        ('mask_power', '3'),
+        ('class_reduction', 'max'),
+        ('batch_reduction', 'none'),
+        ('distill', 'ce'),
+        ('mu', '0.01'),
+    ],
+)
 def test_a_bad_fedssd_value_is_refused_by_name(key, value, capsys, tmp_path):
-    with pytest.raises(SystemExit) as e: main([*TINY, '--set', f'{key}={value}', '--out', str(tmp_path)])
+    with pytest.raises(SystemExit) as e:
+        main([*TINY, '--set', f'{key}={value}', '--out', str(tmp_path)])
     err = capsys.readouterr().err
-    assert e.value.code == 2 and (f"params['{key}']" in err or f"--set {key}=" in err) and len(err.strip().splitlines()) == 1
-    assert not any(tmp_path.iterdir())                                   # refused before anything is written
+    assert (
+        e.value.code == 2
+        and (f"params['{key}']" in err or f"--set {key}=" in err)
+        and len(err.strip().splitlines()) == 1
+    )
+    assert not any(tmp_path.iterdir())  # refused before anything is written
 
 
 def test_fedssd_without_an_auxiliary_set_is_refused_by_name(capsys, tmp_path):
     args = [a for a in TINY if a not in ('--aux-per-class', '8')]
-    with pytest.raises(SystemExit) as e: main([*args, '--out', str(tmp_path)])
+    with pytest.raises(SystemExit) as e:
+        main([*args, '--out', str(tmp_path)])
     err = capsys.readouterr().err
     assert e.value.code == 2 and 'aux_per_class=0' in err and len(err.strip().splitlines()) == 1
 
@@ -36,27 +95,57 @@ def test_fedssd_without_an_auxiliary_set_is_refused_by_name(capsys, tmp_path):
 def test_an_interrupted_fedssd_run_resumes_to_identical_metrics(resumes_identically):
     "The credibility matrix is recomputed from the restored global model, so a restart changes nothing."
     from fedrepro.config import ExperimentConfig
-    cfg = ExperimentConfig(dataset='mnist5k', partition='dirichlet', partition_params={'alpha': 0.5}, num_clients=6, clients_per_round=3,
-                           model='mlp', model_params={'hidden': [16]}, algorithm='fedssd', params={'m_max': 1.0}, rounds=4, batch_size=64,
-                           lr=0.05, momentum=0.9, weight_decay=1e-5, aux_per_class=8, device='cpu')
-    full = resumes_identically(cfg, ['round', 'test_acc', 'test_loss', 'mask_nonzero', 'm_sample', 'ssd_over_ce', 'm_class', 'aux_recall'])
+
+    cfg = ExperimentConfig(
+        dataset='mnist5k',
+        partition='dirichlet',
+        partition_params={'alpha': 0.5},
+        num_clients=6,
+        clients_per_round=3,
+        model='mlp',
+        model_params={'hidden': [16]},
+        algorithm='fedssd',
+        params={'m_max': 1.0},
+        rounds=4,
+        batch_size=64,
+        lr=0.05,
+        momentum=0.9,
+        weight_decay=1e-5,
+        aux_per_class=8,
+        device='cpu',
+    )
+    full = resumes_identically(
+        cfg, ['round', 'test_acc', 'test_loss', 'mask_nonzero', 'm_sample', 'ssd_over_ce', 'm_class', 'aux_recall']
+    )
     assert full.metrics['mask_nonzero'].iloc[-1] > 0
 
 
 def _curve(accs, up=10.0, down=10.0, **logs):
-    import numpy as np, pandas as pd
+    import numpy as np
+    import pandas as pd
+
     pad = lambda v: [np.nan] + [v] * (len(accs) - 1)
-    return pd.DataFrame({'round': range(len(accs)), 'test_acc': accs, 'up_params': pad(up), 'down_params': pad(down), **logs})
+    return pd.DataFrame(
+        {'round': range(len(accs)), 'test_acc': accs, 'up_params': pad(up), 'down_params': pad(down), **logs}
+    )
 
 
 def test_fedssd_cells_health_is_typed_by_what_each_cell_is_measured_against():
-    "T needs FedAvg's run to set its target (learned, plateaued, above the learned level); ACC − FedAvg's needs only that it did not fail; the margin keeps a failed baseline in."
+    """T needs FedAvg's run to set its target (learned, plateaued, above the learned level); ACC − FedAvg's needs only
+    that it did not fail; the margin keeps a failed baseline in."""
     import numpy as np
     from fedrepro.fedssd import fedssd_cells
     from fedrepro.repro import Health, Kind, OK
+
     accs = np.linspace(0.1, 0.6, 11)
-    runs = {'FedAvg': _curve(accs), 'FedCurv': _curve(accs - 0.05, 30, 30), 'FedSSD': _curve(np.minimum(accs + 0.12, 0.65), 10, 11)}
-    health = lambda rs, chance=0.1, h={}: {(c['method'], c['metric']): c.get('health', OK) for c in fedssd_cells(rs, chance, h)}
+    runs = {
+        'FedAvg': _curve(accs),
+        'FedCurv': _curve(accs - 0.05, 30, 30),
+        'FedSSD': _curve(np.minimum(accs + 0.12, 0.65), 10, 11),
+    }
+    health = lambda rs, chance=0.1, h={}: {
+        (c['method'], c['metric']): c.get('health', OK) for c in fedssd_cells(rs, chance, h)
+    }
     rising = health(runs)
     assert all(isinstance(h, Health) for h in rising.values())
     assert rising['FedSSD', 'rounds to target'].kind is Kind.UNCONVERGED and rising['FedSSD', "ACC − FedAvg's"] == OK
@@ -70,10 +159,18 @@ def test_fedssd_cells_health_is_typed_by_what_each_cell_is_measured_against():
 
 def test_fedssd_metrics_are_declared_as_the_paper_means_them():
     from fedrepro.fedssd import FEDSSD
+
     m = FEDSSD.metrics
-    assert (m['ACC'].kind, m['ACC'].accuracy, m['ACC'].better) == ('accuracy', 'final', 'higher')          # Table I: after the last round
-    assert (m['rounds to target'].kind, m['rounds to target'].better) == ('rounds', 'lower')               # T
-    assert (m['local acc, mean after R/10'].kind, m['local acc, mean after R/10'].better) == ('score', 'higher')   # C6: higher
-    assert m['mask non-zero, round 1'].better == 'lower' and m['mask non-zero trend'].better == 'higher'    # C5
+    assert (m['ACC'].kind, m['ACC'].accuracy, m['ACC'].better) == (
+        'accuracy',
+        'final',
+        'higher',
+    )  # Table I: after the last round
+    assert (m['rounds to target'].kind, m['rounds to target'].better) == ('rounds', 'lower')  # T
+    assert (m['local acc, mean after R/10'].kind, m['local acc, mean after R/10'].better) == (
+        'score',
+        'higher',
+    )  # C6: higher
+    assert m['mask non-zero, round 1'].better == 'lower' and m['mask non-zero trend'].better == 'higher'  # C5
     assert m['global > local, share of rounds'].better == m["rare classes: FedAvg's drop avoided"].better == 'higher'
     assert m['SSD / CE, last round'].better is None and m["traffic / FedAvg's"].better == 'lower'

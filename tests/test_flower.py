@@ -4,34 +4,54 @@ SCAFFOLD's control variate must survive in `context.state`). The engine runs at 
 does in the simulation, and the two then agree bit for bit. At two threads the engine differs from itself at one by
 1.5e-8 to 4.5e-8 on this config, and FedReg with a full local epoch by 1.3e-4 (its FGSM steps take signs of gradients,
 which rounding can flip). The simulation tests skip when Flower is not installed."""
-import importlib.util, subprocess, sys
-import pytest, torch
+
+import importlib.util
+import subprocess
+import sys
+import pytest
+import torch
 from fedrepro import engine
 from fedrepro.config import ExperimentConfig
 from fedrepro.engine import Federation, sample_clients
 
-needs_flwr = pytest.mark.skipif(importlib.util.find_spec('flwr') is None, reason="Flower is not installed: pip install -e '.[flower]'")
+needs_flwr = pytest.mark.skipif(
+    importlib.util.find_spec('flwr') is None, reason="Flower is not installed: pip install -e '.[flower]'"
+)
 
-BASE = dict(dataset='digits', model='mlp', num_clients=4, clients_per_round=2, rounds=2, batch_size=20, local_steps=8, lr=0.05, seed=1, device='cpu')
+BASE = dict(
+    dataset='digits',
+    model='mlp',
+    num_clients=4,
+    clients_per_round=2,
+    rounds=2,
+    batch_size=20,
+    local_steps=8,
+    lr=0.05,
+    seed=1,
+    device='cpu',
+)
 PARAMS = {'fedavg': {}, 'fedprox': {'mu': 0.1}, 'scaffold': {}, 'fedreg': {}}
 ATOL = 1e-6
 
 
 def engine_run(cfg, rounds=2):
-    "The engine's rounds at one torch thread, as each Flower client trains (one CPU per Ray actor): other thread counts round differently."
+    """The engine's rounds at one torch thread, as each Flower client trains (one CPU per Ray actor): other thread
+    counts round differently."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         fed = Federation(cfg)
         x0 = fed.algo.x.clone()
         return fed, x0, [fed.round(t) for t in range(1, rounds + 1)]
-    finally: torch.set_num_threads(threads)
+    finally:
+        torch.set_num_threads(threads)
 
 
 @needs_flwr
 @pytest.mark.parametrize('algorithm', list(PARAMS))
 def test_flower_simulation_ends_with_the_engines_model(algorithm, monkeypatch):
     from fedrepro.flower import simulate
+
     cfg = ExperimentConfig(**BASE, algorithm=algorithm, params=PARAMS[algorithm])
     flower = simulate(cfg)
     fed, x0, rows = engine_run(cfg)
@@ -40,7 +60,7 @@ def test_flower_simulation_ends_with_the_engines_model(algorithm, monkeypatch):
     diff = (flower['x'] - fed.algo.x).abs().max().item()
     print(f'{algorithm}: largest |Flower - engine| = {diff:.3e}')
     assert torch.allclose(flower['x'], fed.algo.x, atol=ATOL, rtol=0), diff
-    assert (flower['x'] - x0).abs().max() > 1e-3                       # it trained
+    assert (flower['x'] - x0).abs().max() > 1e-3  # it trained
     assert flower['history'][-1]['test_acc'] == fed.evaluate()['test_acc']
     # what travelled is what the method declares: its uploads, and its broadcast once the server state exists
     assert [h['up_params'] for h in flower['history']] == [r['up_params'] for r in rows]
@@ -54,17 +74,23 @@ def test_flower_simulation_ends_with_the_engines_model(algorithm, monkeypatch):
 
 
 def test_flower_is_imported_only_when_used():
-    code = ("import sys; sys.modules['flwr'] = None\n"             # as if Flower were not installed
-            "from fedrepro.core import load_modules; load_modules()\n"
-            "import fedrepro.flower as f\n"
-            "try: f.simulate(None)\n"
-            "except ImportError as e: print(e)")
+    code = (
+        "import sys; sys.modules['flwr'] = None\n"  # as if Flower were not installed
+        "from fedrepro.core import load_modules; load_modules()\n"
+        "import fedrepro.flower as f\n"
+        "try: f.simulate(None)\n"
+        "except ImportError as e: print(e)"
+    )
     p = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
-    assert p.stdout.strip() == "fedrepro.flower needs Flower: pip install -e '.[flower]' (or pip install 'flwr[simulation]')"
+    assert (
+        p.stdout.strip()
+        == "fedrepro.flower needs Flower: pip install -e '.[flower]' (or pip install 'flwr[simulation]')"
+    )
 
 
 def test_flower_refuses_local_model_evaluation_by_name():
     from fedrepro.flower import run_server
+
     with pytest.raises(ValueError, match="eval_local=True is not allowed: False under Flower"):
         run_server(None, ExperimentConfig(model='mlp', device='cpu', eval_local=True))

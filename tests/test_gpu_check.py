@@ -1,32 +1,66 @@
-"`bench/gpu_check.py` at `--device cpu --scale smoke`: every row runs, the CSV has its columns, CPU against CPU is exact, and the budget stops rows."
-import csv, subprocess, sys
+"""`bench/gpu_check.py` at `--device cpu --scale smoke`: every row runs, the CSV has its columns, CPU against CPU is
+exact, and the budget stops rows."""
+
+import csv
+import subprocess
+import sys
 from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / 'bench' / 'gpu_check.py'
 
+
 def run_check(tmp_path, *args) -> list[dict]:
-    subprocess.run([sys.executable, str(SCRIPT), '--device', 'cpu', '--scale', 'smoke', '--out', str(tmp_path), *args],
-                   check=True, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    with open(tmp_path / 'gpu_check.csv', newline='') as f: return list(csv.DictReader(f))
+    subprocess.run(
+        [sys.executable, str(SCRIPT), '--device', 'cpu', '--scale', 'smoke', '--out', str(tmp_path), *args],
+        check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    with open(tmp_path / 'gpu_check.csv', newline='') as f:
+        return list(csv.DictReader(f))
+
 
 @pytest.fixture(scope='module')
-def smoke(tmp_path_factory): return run_check(tmp_path_factory.mktemp('gpu_check'))
+def smoke(tmp_path_factory):
+    return run_check(tmp_path_factory.mktemp('gpu_check'))
+
 
 def test_columns_and_every_row_ran(smoke):
     sys.path.insert(0, str(SCRIPT.parent))
     from gpu_check import COLUMNS
+
     assert list(smoke[0]) == COLUMNS
-    assert len(smoke) >= 20 and all(r['status'] == 'ok' for r in smoke), [(r['method'], r['status']) for r in smoke if r['status'] != 'ok']
+    assert len(smoke) >= 20 and all(r['status'] == 'ok' for r in smoke), [
+        (r['method'], r['status']) for r in smoke if r['status'] != 'ok'
+    ]
     assert {r['device'] for r in smoke} == {'cpu'} and all(r['torch'] and r['date'] for r in smoke)
+
 
 def test_covers_every_algorithm_and_the_attacks(smoke):
     algorithms = {r['algorithm'] for r in smoke if r['algorithm']}
-    assert {'fedavg', 'fedsgd', 'fedprox', 'scaffold', 'fedcurv', 'fedreg', 'fedgc', 'fedimp', 'fedimp_rwalk', 'fedgg', 'moon',
-            'fedntd', 'fedcad', 'fedssd'} <= algorithms
+    assert {
+        'fedavg',
+        'fedsgd',
+        'fedprox',
+        'scaffold',
+        'fedcurv',
+        'fedreg',
+        'fedgc',
+        'fedimp',
+        'fedimp_rwalk',
+        'fedgg',
+        'moon',
+        'fedntd',
+        'fedcad',
+        'fedssd',
+    } <= algorithms
     attacks = [r for r in smoke if r['method'].startswith('attack')]
     assert attacks and all(float(r['attack_s']) > 0 and int(r['attack_iters']) == 32000 for r in attacks)
+
 
 def test_cpu_against_cpu_is_exact_and_times_are_positive(smoke):
     runs = [r for r in smoke if not r['method'].startswith('attack')]
@@ -34,52 +68,69 @@ def test_cpu_against_cpu_is_exact_and_times_are_positive(smoke):
     assert all(float(r['round_s']) > 0 and float(r['eval_s']) > 0 and float(r['upload_mib']) > 0 for r in runs)
     assert all(int(r['clients_timed']) == int(r['clients_per_round']) for r in runs)
 
+
 def test_spent_budget_measures_nothing(tmp_path):
     rows = run_check(tmp_path, '--budget-s', '1e-9')
     assert rows and all(r['status'] == 'not measured (time budget)' and r['round_s'] == '' for r in rows)
 
+
 def _gpu_check():
     sys.path.insert(0, str(SCRIPT.parent))
     import gpu_check
+
     return gpu_check
 
+
 def test_the_float64_comparison_runs_every_algorithm():
-    "The fallback where float32 exceeds the tolerance: each smoke row's first update also runs with model and images in float64 "
+    """The fallback where float32 exceeds the tolerance: each smoke row's first update also runs with model and images
+    in float64"""
     "(its own float64 init, the same on every device, so not the float32 numbers), and CPU against CPU it is exact."
     import torch
+
     gc = _gpu_check()
     args, cpu, seen = gc.parse(['--device', 'cpu', '--scale', 'smoke']), torch.device('cpu'), set()
     for row in gc.all_rows('smoke'):
         cfg = gc.row_config(row, args)
-        if (key := gc.workload(cfg)) in seen: continue
+        if (key := gc.workload(cfg)) in seen:
+            continue
         seen.add(key)
         n = min(gc.client_size(cfg), cfg.batch_size, args.max_client)
         data = gc.synthetic(cfg, n, 2, n * 4, min(cfg.aux_per_class, 2))
         f32, f64 = (gc.first_update(cfg, data, cpu, 2, dt) for dt in (torch.float32, torch.float64))
         assert f32.keys() == f64.keys() and f64, row
-        assert any(not torch.equal(f32[k], f64[k]) for k in f32), row              # float64 did run
+        assert any(not torch.equal(f32[k], f64[k]) for k in f32), row  # float64 did run
         assert gc.compare_update(cfg, data, 2, cpu, torch.float64) == (0.0, True)
+
 
 def test_a_float32_disagreement_is_judged_in_float64(monkeypatch):
     import torch
+
     gc = _gpu_check()
     args = gc.parse(['--device', 'cpu', '--scale', 'smoke'])
     cfg = gc.row_config(dict(paper='fedssd', setting='CIFAR-10', method='FedAvg'), args)
     calls = []
+
     def compare(cfg, data, steps, device, dtype):
         calls.append(dtype)
         return (0.06, False) if dtype == torch.float32 else (3e-11, True)
+
     monkeypatch.setattr(gc, 'compare_update', compare)
-    assert gc.check_update(cfg, args, torch.device('cpu')) == (0.06, 'pass in float64 (3e-11)') and calls == [torch.float32, torch.float64]
+    assert gc.check_update(cfg, args, torch.device('cpu')) == (0.06, 'pass in float64 (3e-11)') and calls == [
+        torch.float32,
+        torch.float64,
+    ]
     monkeypatch.setattr(gc, 'compare_update', lambda *a: (0.06, False))
     assert gc.check_update(cfg, args, torch.device('cpu')) == (0.06, 'fail (float64: 0.06)')
+
 
 def test_resume_keeps_what_ran_and_measures_failures_again(smoke, tmp_path):
     "`--resume` on its own CSV: rows that ran stay as they were, a failed row is measured again (here: out of budget)."
     earlier = [dict(r) for r in smoke]
     earlier[0]['status'] = 'error: RuntimeError: on another device'
     with open(tmp_path / 'gpu_check.csv', 'w', newline='') as f:
-        w = csv.DictWriter(f, list(earlier[0])); w.writeheader(); w.writerows(earlier)
+        w = csv.DictWriter(f, list(earlier[0]))
+        w.writeheader()
+        w.writerows(earlier)
     rows = run_check(tmp_path, '--budget-s', '1e-9', '--resume', str(tmp_path / 'gpu_check.csv'))
     assert rows[0]['status'] == 'not measured (time budget)'
     assert rows[1:] == earlier[1:]

@@ -1,5 +1,10 @@
-"bench/gpu_throughput.py at --device cpu on tiny settings: one row per level that fits the budget, the rates its timings give, identical runs."
-import importlib.util, os, subprocess, sys
+"""bench/gpu_throughput.py at --device cpu on tiny settings: one row per level that fits the budget, the rates its
+timings give, identical runs."""
+
+import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 import pandas as pd
 import pytest
@@ -16,14 +21,31 @@ def bench_module():
 
 def test_budget_estimate():
     fits = bench_module().fits
-    assert fits(10, 30, 2, 4, 150) and not fits(100, 30, 2, 4, 150)      # 100 s gone + 60 s estimated > 150 s
-    assert not fits(0, 10, 1, 64, 600)                                      # 64 times the runs of a 10 s level
+    assert fits(10, 30, 2, 4, 150) and not fits(100, 30, 2, 4, 150)  # 100 s gone + 60 s estimated > 150 s
+    assert not fits(0, 10, 1, 64, 600)  # 64 times the runs of a 10 s level
 
 
 def smoke(out, *more):
-    args = ['--device', 'cpu', '--rounds', '1', '--local-epochs', '1', '--runs-per-worker', '1', '--out', str(out), *more]
-    done = subprocess.run([sys.executable, str(BENCH), *args], capture_output=True, text=True, timeout=300,
-                          env={'OMP_NUM_THREADS': '1', 'PATH': '/usr/bin:/bin'})
+    args = [
+        '--device',
+        'cpu',
+        '--rounds',
+        '1',
+        '--local-epochs',
+        '1',
+        '--runs-per-worker',
+        '1',
+        '--out',
+        str(out),
+        *more,
+    ]
+    done = subprocess.run(
+        [sys.executable, str(BENCH), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={'OMP_NUM_THREADS': '1', 'PATH': '/usr/bin:/bin'},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout, pd.read_csv(out / 'gpu_throughput.csv')
 

@@ -1,5 +1,9 @@
 "Round trips through the real-dataset readers: small files written here in each dataset's published on-disk format."
-import bz2, gzip, pickle, struct
+
+import bz2
+import gzip
+import pickle
+import struct
 
 import numpy as np
 import pytest
@@ -23,13 +27,16 @@ def labels(n, k=10, seed=0):
 
 # ---------------------------------------------------------------- writers, one per real format
 
+
 def write_idx(path, arr, gz=False):
     "IDX file as on LeCun's page: magic 2051 (images) / 2049 (labels), big-endian sizes, then the bytes."
     arr = np.asarray(arr, dtype=np.uint8)
     magic = {3: 2051, 1: 2049}[arr.ndim]
     data = struct.pack('>I', magic) + b''.join(struct.pack('>I', s) for s in arr.shape) + arr.tobytes()
-    if gz: path = path.with_name(path.name + '.gz')
-    with (gzip.open if gz else open)(path, 'wb') as f: f.write(data)
+    if gz:
+        path = path.with_name(path.name + '.gz')
+    with (gzip.open if gz else open)(path, 'wb') as f:
+        f.write(data)
 
 
 def write_mnist_like(root, sub, names, x_tr, y_tr, x_te, y_te, gz=False):
@@ -40,19 +47,29 @@ def write_mnist_like(root, sub, names, x_tr, y_tr, x_te, y_te, gz=False):
         write_idx(raw / lab, y, gz)
 
 
-MNIST_NAMES = [('train-images-idx3-ubyte', 'train-labels-idx1-ubyte'), ('t10k-images-idx3-ubyte', 't10k-labels-idx1-ubyte')]
-EMNIST_NAMES = [('emnist-digits-train-images-idx3-ubyte', 'emnist-digits-train-labels-idx1-ubyte'),
-                ('emnist-digits-test-images-idx3-ubyte', 'emnist-digits-test-labels-idx1-ubyte')]
+MNIST_NAMES = [
+    ('train-images-idx3-ubyte', 'train-labels-idx1-ubyte'),
+    ('t10k-images-idx3-ubyte', 't10k-labels-idx1-ubyte'),
+]
+EMNIST_NAMES = [
+    ('emnist-digits-train-images-idx3-ubyte', 'emnist-digits-train-labels-idx1-ubyte'),
+    ('emnist-digits-test-images-idx3-ubyte', 'emnist-digits-test-labels-idx1-ubyte'),
+]
 
 
 def write_pickle(path, d):
-    with open(path, 'wb') as f: pickle.dump(d, f, protocol=2)
+    with open(path, 'wb') as f:
+        pickle.dump(d, f, protocol=2)
 
 
 def cifar_dict(x, y, label_key, bytes_keys, extra=None):
     "A CIFAR python batch: `data` N×3072 (R plane, G plane, B plane, each row-major) and the labels list."
-    d = {'data': x.reshape(len(x), 3072), label_key: [int(v) for v in y], 'batch_label': 'testing batch 1 of 1',
-         **(extra or {})}
+    d = {
+        'data': x.reshape(len(x), 3072),
+        label_key: [int(v) for v in y],
+        'batch_label': 'testing batch 1 of 1',
+        **(extra or {}),
+    }
     return {k.encode(): v for k, v in d.items()} if bytes_keys else d
 
 
@@ -60,15 +77,18 @@ def write_usps(path, x, y):
     "libsvm lines as in usps.bz2: label 1..10, then 1:v ... 256:v with v = pixel/255*2-1 in [-1, 1]."
     v = x.reshape(len(x), 256).astype(np.float64) / 255 * 2 - 1
     lines = [f"{int(lab)} " + ' '.join(f'{j + 1}:{val:.6f}' for j, val in enumerate(row)) for lab, row in zip(y, v)]
-    with bz2.open(path, 'wt') as f: f.write('\n'.join(lines) + '\n')
+    with bz2.open(path, 'wt') as f:
+        f.write('\n'.join(lines) + '\n')
 
 
 # ---------------------------------------------------------------- MNIST / EMNIST
 
+
 @pytest.mark.parametrize('gz', [False, True])
 def test_mnist_round_trip(tmp_path, gz):
     x_tr, x_te = images(N_TRAIN, 1, 28, 28, 1)[:, 0], images(N_TEST, 1, 28, 28, 2)[:, 0]
-    x_tr[0] = 0; x_tr[0, 2, 5] = 255                               # one bright pixel at row 2, column 5
+    x_tr[0] = 0
+    x_tr[0, 2, 5] = 255  # one bright pixel at row 2, column 5
     y_tr, y_te = labels(N_TRAIN), labels(N_TEST, seed=1)
     write_mnist_like(tmp_path, 'MNIST', MNIST_NAMES, x_tr, y_tr, x_te, y_te, gz)
     raw = load_mnist(tmp_path)
@@ -83,11 +103,13 @@ def test_mnist_round_trip(tmp_path, gz):
 
 def test_emnist_is_transposed_upright(tmp_path):
     up_tr, up_te = images(N_TRAIN, 1, 28, 28, 3)[:, 0], images(N_TEST, 1, 28, 28, 4)[:, 0]
-    up_tr[0] = 0; up_tr[0, 2, 5] = 255                             # upright: row 2, column 5
+    up_tr[0] = 0
+    up_tr[0, 2, 5] = 255  # upright: row 2, column 5
     y_tr, y_te = labels(N_TRAIN), labels(N_TEST, seed=2)
     # EMNIST files store every image transposed
-    write_mnist_like(tmp_path, 'EMNIST', EMNIST_NAMES, up_tr.transpose(0, 2, 1), y_tr, up_te.transpose(0, 2, 1), y_te,
-                     gz=True)
+    write_mnist_like(
+        tmp_path, 'EMNIST', EMNIST_NAMES, up_tr.transpose(0, 2, 1), y_tr, up_te.transpose(0, 2, 1), y_te, gz=True
+    )
     raw = load_emnist(tmp_path)
     assert raw.x_train.shape == (N_TRAIN, 1, 28, 28) and raw.x_train.dtype == torch.uint8
     assert raw.x_train[0, 0, 2, 5] == 255 and raw.x_train[0, 0, 5, 2] == 0
@@ -101,18 +123,22 @@ def test_idx_truncated_or_wrong_magic_fails(tmp_path):
     write_mnist_like(tmp_path, 'MNIST', MNIST_NAMES, x, y, x, y)
     f = tmp_path / 'MNIST' / 'raw' / 'train-images-idx3-ubyte'
     f.write_bytes(f.read_bytes()[:-100])
-    with pytest.raises(ValueError, match='truncated'): load_mnist(tmp_path)
+    with pytest.raises(ValueError, match='truncated'):
+        load_mnist(tmp_path)
     f.write_bytes(b'\x12\x34' + bytes(200))
-    with pytest.raises(ValueError, match='not an IDX'): load_mnist(tmp_path)
+    with pytest.raises(ValueError, match='not an IDX'):
+        load_mnist(tmp_path)
 
 
 def test_labels_out_of_range_fail(tmp_path):
     x, y = images(4, 1, 28, 28, 6)[:, 0], np.array([0, 1, 2, 10])
     write_mnist_like(tmp_path, 'MNIST', MNIST_NAMES, x, y, x, y)
-    with pytest.raises(ValueError, match='labels'): load_mnist(tmp_path)
+    with pytest.raises(ValueError, match='labels'):
+        load_mnist(tmp_path)
 
 
 # ---------------------------------------------------------------- CIFAR
+
 
 @pytest.mark.parametrize('bytes_keys', [False, True])
 def test_cifar10_round_trip(tmp_path, bytes_keys):
@@ -130,7 +156,7 @@ def test_cifar10_round_trip(tmp_path, bytes_keys):
     assert raw.x_train.shape == (N_TRAIN, 3, 32, 32) and raw.x_test.shape == (N_TEST, 3, 32, 32)
     assert raw.x_train.dtype == torch.uint8 and raw.y_train.dtype == torch.int64
     flat = x_te.reshape(N_TEST, 3072)
-    for (i, c, h, w) in [(0, 0, 0, 0), (3, 1, 4, 9), (9, 2, 31, 30)]:     # row layout: 1024*c + 32*h + w
+    for i, c, h, w in [(0, 0, 0, 0), (3, 1, 4, 9), (9, 2, 31, 30)]:  # row layout: 1024*c + 32*h + w
         assert raw.x_test[i, c, h, w] == flat[i, 1024 * c + 32 * h + w]
     np.testing.assert_array_equal(raw.x_train.numpy(), x_tr)
     assert raw.y_train.tolist() == y_tr.tolist() and raw.y_test.tolist() == y_te.tolist()
@@ -155,11 +181,12 @@ def test_cifar100_fine_labels(tmp_path):
 
 # ---------------------------------------------------------------- SVHN
 
+
 def test_svhn_axes_and_label_10(tmp_path):
     x_tr, x_te = images(N_TRAIN, 3, 32, 32, 11), images(N_TEST, 3, 32, 32, 12)
     d_tr, d_te = labels(N_TRAIN), labels(N_TEST, seed=4)
     for split, x, d in (('train', x_tr, d_tr), ('test', x_te, d_te)):
-        X = np.ascontiguousarray(x.transpose(2, 3, 1, 0))           # the .mat layout: H×W×C×N
+        X = np.ascontiguousarray(x.transpose(2, 3, 1, 0))  # the .mat layout: H×W×C×N
         y = np.where(d == 0, 10, d).astype(np.uint8).reshape(-1, 1)  # digit 0 is stored as 10
         savemat(tmp_path / f'{split}_32x32.mat', {'X': X, 'y': y})
     raw = load_svhn(tmp_path)
@@ -174,10 +201,11 @@ def test_svhn_axes_and_label_10(tmp_path):
 
 # ---------------------------------------------------------------- USPS
 
+
 def test_usps_round_trip(tmp_path):
     x_tr, x_te = images(N_TRAIN, 1, 16, 16, 13), images(N_TEST, 1, 16, 16, 14)
     d_tr, d_te = labels(N_TRAIN), labels(N_TEST, seed=5)
-    write_usps(tmp_path / 'usps.bz2', x_tr, d_tr + 1)              # labels 1..10 in the file
+    write_usps(tmp_path / 'usps.bz2', x_tr, d_tr + 1)  # labels 1..10 in the file
     write_usps(tmp_path / 'usps.t.bz2', x_te, d_te + 1)
     raw = load_usps(tmp_path)
     assert raw.x_train.shape == (N_TRAIN, 1, 16, 16) and raw.x_test.shape == (N_TEST, 1, 16, 16)
@@ -190,8 +218,10 @@ def test_usps_round_trip(tmp_path):
 
 def test_usps_value_mapping(tmp_path):
     "-1 → 0, 1 → 255, 0 → 128 (rounded from 127.5), row-major 16×16, an index left out is 0."
-    with bz2.open(tmp_path / 'usps.bz2', 'wt') as f: f.write('10 1:-1 16:1 17:0.5 256:1\n')
-    with bz2.open(tmp_path / 'usps.t.bz2', 'wt') as f: f.write('1 ' + ' '.join(f'{j}:-1' for j in range(1, 257)) + '\n')
+    with bz2.open(tmp_path / 'usps.bz2', 'wt') as f:
+        f.write('10 1:-1 16:1 17:0.5 256:1\n')
+    with bz2.open(tmp_path / 'usps.t.bz2', 'wt') as f:
+        f.write('1 ' + ' '.join(f'{j}:-1' for j in range(1, 257)) + '\n')
     raw = load_usps(tmp_path)
     img = raw.x_train[0, 0]
     assert (img[0, 0], img[0, 15], img[1, 0], img[15, 15], img[7, 7]) == (0, 255, 191, 255, 128)
@@ -200,14 +230,20 @@ def test_usps_value_mapping(tmp_path):
 
 # ---------------------------------------------------------------- missing files and the registry
 
-MISSING = [(load_mnist, 'MNIST', 'train-images-idx3-ubyte'), (load_emnist, 'EMNIST', 'emnist-digits-train-images-idx3-ubyte'),
-           (load_cifar10, 'CIFAR-10', 'data_batch_1'), (load_cifar100, 'CIFAR-100', 'cifar-100-python'),
-           (load_svhn, 'SVHN', 'train_32x32.mat'), (load_usps, 'USPS', 'usps.t.bz2')]
+MISSING = [
+    (load_mnist, 'MNIST', 'train-images-idx3-ubyte'),
+    (load_emnist, 'EMNIST', 'emnist-digits-train-images-idx3-ubyte'),
+    (load_cifar10, 'CIFAR-10', 'data_batch_1'),
+    (load_cifar100, 'CIFAR-100', 'cifar-100-python'),
+    (load_svhn, 'SVHN', 'train_32x32.mat'),
+    (load_usps, 'USPS', 'usps.t.bz2'),
+]
 
 
 @pytest.mark.parametrize('load,dataset,fname', MISSING)
 def test_missing_files_raise(tmp_path, load, dataset, fname):
-    with pytest.raises(FileNotFoundError) as e: load(tmp_path / 'empty')
+    with pytest.raises(FileNotFoundError) as e:
+        load(tmp_path / 'empty')
     msg = str(e.value)
     assert dataset in msg and fname in msg and 'download=True' in msg
 
@@ -216,20 +252,32 @@ def test_partly_missing_names_the_folder(tmp_path):
     folder = tmp_path / 'cifar-10-batches-py'
     folder.mkdir()
     write_pickle(folder / 'data_batch_1', cifar_dict(images(2, 3, 32, 32, 0), [0, 1], 'labels', False))
-    with pytest.raises(FileNotFoundError, match='test_batch') as e: load_cifar10(tmp_path)
+    with pytest.raises(FileNotFoundError, match='test_batch') as e:
+        load_cifar10(tmp_path)
     assert 'cifar-10-batches-py' in str(e.value)
 
 
-SPECS = {'mnist': (10, (1, 28, 28), None, load_mnist), 'emnist': (10, (1, 28, 28), None, load_emnist),
-         'cifar10': (10, (3, 32, 32), 'crop_flip', load_cifar10), 'cifar100': (100, (3, 32, 32), 'crop_flip', load_cifar100),
-         'svhn': (10, (3, 32, 32), None, load_svhn), 'usps': (10, (1, 16, 16), None, load_usps)}
+SPECS = {
+    'mnist': (10, (1, 28, 28), None, load_mnist),
+    'emnist': (10, (1, 28, 28), None, load_emnist),
+    'cifar10': (10, (3, 32, 32), 'crop_flip', load_cifar10),
+    'cifar100': (100, (3, 32, 32), 'crop_flip', load_cifar100),
+    'svhn': (10, (3, 32, 32), None, load_svhn),
+    'usps': (10, (1, 16, 16), None, load_usps),
+}
 
 
 @pytest.mark.parametrize('name', list(SPECS))
 def test_registered_specs(name):
     spec = DATASETS[name]
     k, shape, augment, load = SPECS[name]
-    assert (spec.name, spec.num_classes, tuple(spec.input_shape), spec.augment, spec.load) == (name, k, shape, augment, load)
+    assert (spec.name, spec.num_classes, tuple(spec.input_shape), spec.augment, spec.load) == (
+        name,
+        k,
+        shape,
+        augment,
+        load,
+    )
     assert len(spec.mean) == len(spec.std) == shape[0]
     assert all(0 < m < 1 for m in spec.mean) and all(0 < s < 1 for s in spec.std)
     assert spec.source and not spec.embedded

@@ -1,18 +1,58 @@
-"The reproduction protocol (v2): claims judged on per-seed tables built to hold, fail, sit in noise, or rest on runs that failed."
-import itertools, math
+"""The reproduction protocol (v2): claims judged on per-seed tables built to hold, fail, sit in noise, or rest on runs
+that failed."""
+
+import itertools
+import math
 from pathlib import Path
-import numpy as np, pandas as pd, pytest
+import numpy as np
+import pandas as pd
+import pytest
 from fedrepro.core import PAPERS
-from fedrepro.repro import (SEED_COLUMNS, OK, Band, Claim, Compare, Elsewhere, Health, Interior, Kind, Never, NotAbove, Outcome, Same,
-                            judge, learned_level, loss_health, paper_numbers, plateau, run_health, sign_flip)
+from fedrepro.repro import (
+    SEED_COLUMNS,
+    OK,
+    Band,
+    Claim,
+    Compare,
+    Elsewhere,
+    Health,
+    Interior,
+    Kind,
+    Never,
+    NotAbove,
+    Outcome,
+    Same,
+    judge,
+    learned_level,
+    loss_health,
+    paper_numbers,
+    plateau,
+    run_health,
+    sign_flip,
+)
 
 inf = math.inf
 
 
 def cells(values: dict, metric='ACC', setting='S', health=None, rounds=30):
     health = health or {}
-    return pd.DataFrame([dict(setting=setting, method=m, seed=s, metric=metric, value=v, rounds=rounds, health=health.get((m, s), OK).kind.value,
-                              detail=health.get((m, s), OK).detail) for m, vs in values.items() for s, v in enumerate(vs)], columns=SEED_COLUMNS)
+    return pd.DataFrame(
+        [
+            dict(
+                setting=setting,
+                method=m,
+                seed=s,
+                metric=metric,
+                value=v,
+                rounds=rounds,
+                health=health.get((m, s), OK).kind.value,
+                detail=health.get((m, s), OK).detail,
+            )
+            for m, vs in values.items()
+            for s, v in enumerate(vs)
+        ],
+        columns=SEED_COLUMNS,
+    )
 
 
 def outcome(check, table, **kw):
@@ -24,7 +64,8 @@ def test_papers_are_registered_and_their_numbers_ship():
     for key in ('fedreg', 'fedgc', 'fedimp', 'fedgg', 'fedssd'):
         p = paper_numbers(key)
         assert len(p) > 40 and set(p['paper']) == {key}
-    with pytest.raises(ValueError, match="paper='nope'"): paper_numbers('nope')
+    with pytest.raises(ValueError, match="paper='nope'"):
+        paper_numbers('nope')
 
 
 def test_sign_flip_is_the_exact_permutation_p():
@@ -36,17 +77,27 @@ def test_sign_flip_is_the_exact_permutation_p():
             sums = [sum(s * abs(x) for s, x in zip(signs, d)) for signs in itertools.product((1, -1), repeat=n)]
             assert sign_flip(d, 'greater') == pytest.approx(np.mean([s >= d.sum() - 1e-9 for s in sums]))
             assert sign_flip(d, 'less') == pytest.approx(np.mean([s <= d.sum() + 1e-9 for s in sums]))
-    assert sign_flip([0.2] * 5, 'greater') == 1 / 32 and sign_flip([0.2] * 5, 'less') == 1.0 and sign_flip([0] * 5, 'greater') == 1.0
+    assert (
+        sign_flip([0.2] * 5, 'greater') == 1 / 32
+        and sign_flip([0.2] * 5, 'less') == 1.0
+        and sign_flip([0] * 5, 'greater') == 1.0
+    )
 
 
 def test_run_health_is_typed_and_sees_a_collapse():
-    c = lambda acc, loss=None: pd.DataFrame(dict(round=range(len(acc)), test_acc=acc, test_loss=loss or [2.3] * len(acc)))
+    c = lambda acc, loss=None: pd.DataFrame(
+        dict(round=range(len(acc)), test_acc=acc, test_loss=loss or [2.3] * len(acc))
+    )
     assert learned_level(0.1) == pytest.approx(0.2) and learned_level(0.5) == pytest.approx(0.625)
     assert run_health(c([0.1, 0.4, 0.7]), 0.1) is OK
     assert run_health(c([0.1, 0.15, 0.19]), 0.1).kind is Kind.NOT_LEARNED
-    assert run_health(c([0.1, 0.5, 0.6], [2.3, 1e14, 1.0]), 0.1) == Health(Kind.DIVERGED, 'test loss 1e+14 at round 1, over 10× the initial 2.3')
+    assert run_health(c([0.1, 0.5, 0.6], [2.3, 1e14, 1.0]), 0.1) == Health(
+        Kind.DIVERGED, 'test loss 1e+14 at round 1, over 10× the initial 2.3'
+    )
     assert run_health(c([0.1, 0.6, 0.1, 0.1, 0.1]), 0.1).detail.startswith('accuracy pinned')
-    collapsed = run_health(c([0.1, 0.6, 0.7, 0.65, 0.15]), 0.1)        # the old rule: healthy, its best accuracy 0.7 taken at face value
+    collapsed = run_health(
+        c([0.1, 0.6, 0.7, 0.65, 0.15]), 0.1
+    )  # the old rule: healthy, its best accuracy 0.7 taken at face value
     assert collapsed.kind is Kind.COLLAPSED and collapsed.failed
     assert loss_health([1.0, 2.0], 0.1) is OK and loss_health([1.0, float('nan')], 0.1).kind is Kind.DIVERGED
     assert plateau(c([0.1] + [0.5] * 9)) is OK and plateau(c([0.05 * r for r in range(10)])).kind is Kind.UNCONVERGED
@@ -56,7 +107,11 @@ def test_a_consistent_difference_is_reproduced_with_its_effect_and_its_reverse_i
     t = cells({'A': [0.80, 0.82, 0.81, 0.83, 0.79], 'B': [0.70, 0.73, 0.71, 0.70, 0.72]})
     v = outcome(Compare('S', 'ACC', 'A', 'B', 'higher'), t)
     assert v['outcome'] == 'reproduced' and v['basis'] == 'empirical' and v['comparisons'] == '1 reproduced of 1'
-    assert 'sign-flip p 0.0312' in v['evidence'] and '[0.800, 0.820, 0.810, 0.830, 0.790]' in v['evidence'] and 'mean +0.098 [95% CI +0.0' in v['evidence']
+    assert (
+        'sign-flip p 0.0312' in v['evidence']
+        and '[0.800, 0.820, 0.810, 0.830, 0.790]' in v['evidence']
+        and 'mean +0.098 [95% CI +0.0' in v['evidence']
+    )
     assert outcome(Compare('S', 'ACC', 'B', 'A', 'higher'), t)['outcome'] == 'not reproduced'
     assert outcome(Compare('S', 'ACC', 'A', 'B', 'lower'), t)['outcome'] == 'not reproduced'
 
@@ -68,7 +123,8 @@ def test_fewer_than_five_seeds_decide_nothing():
 
 
 def test_a_mean_difference_inside_seed_noise_is_inconclusive():
-    # the mean favours A by 0.06, but one seed says the opposite by as much: comparing means alone would call it reproduced
+    # the mean favours A by 0.06, but one seed says the opposite by as much: comparing means alone would call it
+    # reproduced
     t = cells({'A': [0.9, 0.9, 0.6, 0.9, 0.9], 'B': [0.8, 0.8, 0.8, 0.8, 0.8]})
     assert outcome(Compare('S', 'ACC', 'A', 'B', 'higher'), t)['outcome'] == 'inconclusive'
 
@@ -76,12 +132,15 @@ def test_a_mean_difference_inside_seed_noise_is_inconclusive():
 def test_failures_are_evidence_and_preconditions_are_not():
     bad = {('B', s): Health(Kind.NOT_LEARNED, 'best accuracy 0.110 < 0.200') for s in range(3)}
     t = cells({'A': [0.8, 0.82, 0.81, 0.8, 0.8], 'B': [0.11, 0.10, 0.12, 0.7, 0.7]}, health=bad)
-    v = outcome(Compare('S', 'ACC', 'A', 'B', 'higher'), t)            # the old rule dropped B's three seeds: "not testable"
+    v = outcome(Compare('S', 'ACC', 'A', 'B', 'higher'), t)  # the old rule dropped B's three seeds: "not testable"
     assert v['outcome'] == 'reproduced' and 'failures kept as evidence: B seed 0 not learned' in v['evidence']
     assert outcome(Compare('S', 'ACC', 'B', 'A', 'higher'), t)['outcome'] == 'not reproduced'
     unconverged = {('B', s): Health(Kind.UNCONVERGED, 'SGD: still rising') for s in range(5)}
     v = outcome(Compare('S', 'ACC', 'A', 'B', 'higher'), cells({'A': [0.8] * 5, 'B': [0.7] * 5}, health=unconverged))
-    assert v['outcome'] == 'not testable here' and 'B seed 4: reference not converged: SGD: still rising' in v['preconditions']
+    assert (
+        v['outcome'] == 'not testable here'
+        and 'B seed 4: reference not converged: SGD: still rising' in v['preconditions']
+    )
 
 
 def test_round_counts_never_reached_are_censored_not_dropped():
@@ -97,14 +156,17 @@ def test_bands_margins_equalities_and_sweeps():
     r = cells({'A': [3.1, 2.9, 3.4, 3.0, 3.2], 'B': [1.2, 1.6, 1.1, 1.3, 1.2], 'K': [2.0] * 5, 'F': [3.0] * 5}, 'ratio')
     assert outcome(Band('S', 'A', 'ratio', lo=2), r)['outcome'] == 'reproduced'
     assert outcome(Band('S', 'B', 'ratio', lo=2), r)['outcome'] == 'not reproduced'
-    assert outcome(Band('S', 'K', 'ratio', 1.9, 2.1), r)['outcome'] == 'reproduced'        # a deterministic ratio
+    assert outcome(Band('S', 'K', 'ratio', 1.9, 2.1), r)['outcome'] == 'reproduced'  # a deterministic ratio
     assert outcome(Band('S', 'F', 'ratio', 2.4, 2.6), r)['outcome'] == 'not reproduced'
     # a difference above 0 but below the margin: the old NotAbove refuted it (p(above 0) < 0.05)
     near = cells({'A': [0.815, 0.83, 0.81, 0.82, 0.812], 'B': [0.8] * 5})
     assert outcome(NotAbove('S', 'ACC', 'A', 'B', 0.02), near)['outcome'] == 'inconclusive'
     assert outcome(NotAbove('S', 'ACC', 'A', 'B', 0.05), near)['outcome'] == 'reproduced'
     up = cells({'A': [10] * 5, 'B': [10] * 5, 'C': [20] * 5}, 'up')
-    assert outcome(Same('S', 'up', 'A', 'B'), up)['outcome'] == 'reproduced' and outcome(Same('S', 'up', 'A', 'C'), up)['outcome'] == 'not reproduced'
+    assert (
+        outcome(Same('S', 'up', 'A', 'B'), up)['outcome'] == 'reproduced'
+        and outcome(Same('S', 'up', 'A', 'C'), up)['outcome'] == 'not reproduced'
+    )
     u = cells({'lo': [20, 22, inf, 21, 23], 'mid': [8, 9, 10, 9, 8], 'hi': [15, 18, 16, 17, 15]}, 'R0.5')
     assert outcome(Interior('S', 'R0.5', ('lo', 'mid', 'hi')), u)['outcome'] == 'reproduced'
     mono = cells({'lo': [5, 6, 5, 4, 5, 6], 'mid': [8, 9, 10, 9, 8, 9], 'hi': [15, 18, 16, 17, 15, 16]}, 'R0.5')
@@ -117,11 +179,13 @@ def test_holm_and_the_count_of_comparisons():
     good = cells({'A': [0.80, 0.82, 0.81, 0.83, 0.79], 'B': [0.70, 0.73, 0.71, 0.70, 0.72]})
     t = pd.concat([worse, good.assign(setting='T'), good.assign(setting='U')])
     three = tuple(Compare(s, 'ACC', 'A', 'B', 'higher') for s in 'STU')
-    v = judge([Claim('c', '', three)], t).iloc[0]                 # uncorrected, the one contradiction (p 1/32) refuted the claim
+    v = judge([Claim('c', '', three)], t).iloc[0]  # uncorrected, the one contradiction (p 1/32) refuted the claim
     assert v['outcome'] == 'inconclusive' and v['comparisons'] == '2 reproduced, 1 inconclusive of 3'
     assert judge([Claim('c', '', three, primary=(0,))], t)['outcome'].iloc[0] == 'not reproduced'
     # one setting not run no longer hides the judged ones
-    v = judge([Claim('c', '', (Compare('T', 'ACC', 'A', 'B', 'higher'), Compare('Z', 'ACC', 'A', 'B', 'higher')))], t).iloc[0]
+    v = judge(
+        [Claim('c', '', (Compare('T', 'ACC', 'A', 'B', 'higher'), Compare('Z', 'ACC', 'A', 'B', 'higher')))], t
+    ).iloc[0]
     assert v['outcome'] == 'inconclusive' and v['comparisons'] == '1 reproduced, 1 not testable here of 2'
     assert judge([Claim('c', '', (Compare('Z', 'ACC', 'A', 'B'),))], t, partial=True).empty
     assert isinstance(v['outcome'], Outcome) and v['outcome'] == 'inconclusive'
@@ -133,4 +197,7 @@ def test_every_paper_declares_the_metrics_its_claims_name():
         named = {c.metric for claim in p.claims for c in claim.checks if hasattr(c, 'metric')}
         assert named <= set(p.metrics), (k, named - set(p.metrics))
         assert all(m.accuracy in ('best', 'final') for m in p.metrics.values() if m.kind == 'accuracy'), k
-        assert set(p.feeds) <= set(p.artefacts) and (Path(__file__).resolve().parents[1] / 'nbs' / f'{p.chapter}.ipynb').is_file(), k
+        assert (
+            set(p.feeds) <= set(p.artefacts)
+            and (Path(__file__).resolve().parents[1] / 'nbs' / f'{p.chapter}.ipynb').is_file()
+        ), k

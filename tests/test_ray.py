@@ -1,14 +1,18 @@
-"The Ray backend of `run_many`: the same numbers as the local processes, and a worker killed mid-grid loses no finished run."
-import os, json, shutil
+"""The Ray backend of `run_many`: the same numbers as the local processes, and a worker killed mid-grid loses no
+finished run."""
+
+import os
+import json
+import shutil
 from pathlib import Path
 import pandas as pd
 import pytest
 
 ray = pytest.importorskip('ray', reason='Ray is not installed (the optional extra: pip install -e ".[ray]")')
 
-from fedrepro.fedreg import FEDREG
-from fedrepro.repro import run_table, seed_cells, table_rows
-from fedrepro.results import run_many
+from fedrepro.fedreg import FEDREG  # noqa: E402 (after the importorskip)
+from fedrepro.repro import run_table, seed_cells, table_rows  # noqa: E402 (after the importorskip)
+from fedrepro.results import run_many  # noqa: E402 (after the importorskip)
 
 SETTING, METHODS, SEEDS = 'MNIST (two classes)', ['FedAvg', 'FedReg'], [0, 1]
 
@@ -19,7 +23,8 @@ def untimed(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def test_a_local_ray_is_started_on_demand_and_stopped(tmp_path, monkeypatch):
-    "Before the module's Ray: with no Ray initialised and no RAY_ADDRESS, run_many starts a local one and stops it after the grid."
+    """Before the module's Ray: with no Ray initialised and no RAY_ADDRESS, run_many starts a local one and stops it
+    after the grid."""
     monkeypatch.delenv('RAY_ADDRESS', raising=False)
     assert not ray.is_initialized()
     (r,) = run_many([FEDREG.config(SETTING, 'FedAvg', 'smoke', seed=0, device='cpu')], tmp_path, backend='ray')
@@ -36,7 +41,9 @@ def local_ray():
 
 def grid(out, backend):
     "FedReg's Table 1 setting at smoke, FedAvg and FedReg over two seeds, 4 rounds each."
-    return run_table(FEDREG, [SETTING], 'smoke', SEEDS, out, device='cpu', methods=METHODS, workers=2, backend=backend, rounds=4)
+    return run_table(
+        FEDREG, [SETTING], 'smoke', SEEDS, out, device='cpu', methods=METHODS, workers=2, backend=backend, rounds=4
+    )
 
 
 @pytest.fixture(scope='module')
@@ -48,39 +55,59 @@ def local_grid(tmp_path_factory):
 
 def test_ray_grid_equals_local(local_ray, local_grid, tmp_path):
     (_, local), on_ray = local_grid, grid(tmp_path / 'ray', 'ray')
-    assert len(local) == len(METHODS) * len(SEEDS) * 5 and ray.is_initialized()      # 2 methods x 2 seeds x rounds 0-4; Ray left running
-    pd.testing.assert_frame_equal(untimed(on_ray), untimed(local), check_exact=True)        # bit for bit: no tolerance
+    assert (
+        len(local) == len(METHODS) * len(SEEDS) * 5 and ray.is_initialized()
+    )  # 2 methods x 2 seeds x rounds 0-4; Ray left running
+    pd.testing.assert_frame_equal(untimed(on_ray), untimed(local), check_exact=True)  # bit for bit: no tolerance
     rows = [table_rows(FEDREG, seed_cells(FEDREG, c, 'smoke'), 'smoke') for c in (local, on_ray)]
-    pd.testing.assert_frame_equal(*rows, check_exact=True)                                 # the repro table the CSV is written from
+    pd.testing.assert_frame_equal(*rows, check_exact=True)  # the repro table the CSV is written from
 
 
 def killer(marker: str, at_round: int):
-    "A callback that kills its own worker process at `at_round` the first time any run reaches it (the marker file makes it once)."
+    """A callback that kills its own worker process at `at_round` the first time any run reaches it (the marker file
+    makes it once)."""
+
     def cb(row):
-        if row['round'] != at_round: return
-        try: fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError: return
-        os.write(fd, str(os.getpid()).encode()); os.close(fd)
-        os._exit(1)                                   # no cleanup, no exception: the worker dies as if killed
+        if row['round'] != at_round:
+            return
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        os._exit(1)  # no cleanup, no exception: the worker dies as if killed
+
     return cb
 
 
 def files(run_dir: Path) -> dict:
     "Every record of a run with its bytes and mtime, except the lock file (opening it to lock it touches it)."
-    return {str(p.relative_to(run_dir)): (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(run_dir.rglob('*')) if p.is_file() and p.name != '.lock'}
+    return {
+        str(p.relative_to(run_dir)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(run_dir.rglob('*'))
+        if p.is_file() and p.name != '.lock'
+    }
 
 
 def test_killed_worker_is_retried_and_resumes(local_ray, local_grid, tmp_path):
     cfgs = [FEDREG.config(SETTING, m, 'smoke', seed=s, device='cpu', rounds=4) for m in METHODS for s in SEEDS]
-    assert all((local_grid[0] / c.run_name / 'summary.json').is_file() for c in cfgs)   # the grid's configs, run whole
-    whole = run_many(cfgs, local_grid[0], workers=1)                             # loaded, not run again
-    for c in cfgs[:2]: shutil.copytree(local_grid[0] / c.run_name, tmp_path / 'runs' / c.run_name)   # half the grid done before
+    assert all((local_grid[0] / c.run_name / 'summary.json').is_file() for c in cfgs)  # the grid's configs, run whole
+    whole = run_many(cfgs, local_grid[0], workers=1)  # loaded, not run again
+    for c in cfgs[:2]:
+        shutil.copytree(local_grid[0] / c.run_name, tmp_path / 'runs' / c.run_name)  # half the grid done before
     before = {c.run_name: files(tmp_path / 'runs' / c.run_name) for c in cfgs[:2]}
     marker = tmp_path / 'killed'
     results = run_many(cfgs, tmp_path / 'runs', backend='ray', callbacks=[killer(str(marker), 2)])
     assert marker.exists(), 'a worker was killed'
     assert [r.cfg for r in results] == cfgs and all(r.summary['rounds'] == 4 for r in results)
     assert {r.run_dir.name: files(r.run_dir) for r in results[:2]} == before, 'finished runs are loaded, not touched'
-    segments = {r.run_dir.name: [s['from_round'] for s in json.loads((r.run_dir / 'env.json').read_text())['segments']] for r in results[2:]}
-    assert sorted(segments.values()) == [[1], [1, 3]], segments    # one ran through; the killed one resumed after its round-2 checkpoint
-    for a, b in zip(results, whole): pd.testing.assert_frame_equal(untimed(a.metrics), untimed(b.metrics), check_exact=True)
+    segments = {
+        r.run_dir.name: [s['from_round'] for s in json.loads((r.run_dir / 'env.json').read_text())['segments']]
+        for r in results[2:]
+    }
+    assert sorted(segments.values()) == [[1], [1, 3]], (
+        segments
+    )  # one ran through; the killed one resumed after its round-2 checkpoint
+    for a, b in zip(results, whole):
+        pd.testing.assert_frame_equal(untimed(a.metrics), untimed(b.metrics), check_exact=True)

@@ -3,6 +3,7 @@
 They run in this process, as nbdev_test runs the chapters, with the parameters papermill would inject and their runs in
 this process too (`FEDREPRO_WORKERS=1`): a kernel's and a pool's start cost more than a smoke job's runs. The path
 through papermill, `reproduce`, is tested in test_cli.py and test_readme.py."""
+
 from pathlib import Path
 import pandas as pd
 import pytest
@@ -12,7 +13,9 @@ from fedrepro.jobs import check_job, job_path, reproductions, repro_dir
 from fedrepro.results import REPRO_COLUMNS
 from fedrepro.repro import SEED_COLUMNS
 from fedrepro.core import PAPERS
-import fedrepro.fedreg, fedrepro.fedgc, fedrepro.fedimp   # registers the papers
+import fedrepro.fedreg
+import fedrepro.fedgc
+import fedrepro.fedimp  # noqa: F401 (with the two above: registers the papers)
 
 NOTEBOOKS = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / 'nbs' / 'repro').glob('*.ipynb'))
 
@@ -43,17 +46,24 @@ def test_reproduction_runs_at_smoke_scale(name, tmp_path, monkeypatch):
         assert list(df.columns) == REPRO_COLUMNS
         assert len(df) and (df['scale'] == 'smoke').all()
         paper = PAPERS[name.split('_')[0]] if name.split('_')[0] in PAPERS else None
-        shown = sorted(set(df['setting']))               # a figure may name settings of its own (e.g. 'EMNIST (IID)'): those run below paper scale
-        paper_only = paper is not None and set(shown) <= set(paper.settings) and not paper.scaled_settings(shown, 'smoke')   # e.g. FedReg's CT scans
-        if paper_only: assert df['ours'].isna().all(), 'a setting that runs at paper scale only measures nothing below it'
-        else: assert df['ours'].notna().any(), 'ours is measured, never empty everywhere'
-        if paper is not None:                             # a paper's artefact writes the per-seed evidence of its verdicts beside it
+        shown = sorted(
+            set(df['setting'])
+        )  # a figure may name settings of its own (e.g. 'EMNIST (IID)'): those run below paper scale
+        paper_only = (
+            paper is not None and set(shown) <= set(paper.settings) and not paper.scaled_settings(shown, 'smoke')
+        )  # e.g. FedReg's CT scans
+        if paper_only:
+            assert df['ours'].isna().all(), 'a setting that runs at paper scale only measures nothing below it'
+        else:
+            assert df['ours'].notna().any(), 'ours is measured, never empty everywhere'
+        if paper is not None:  # a paper's artefact writes the per-seed evidence of its verdicts beside it
             seeds = pd.read_csv(tmp_path / f'{csv.stem}_seeds.csv')
             assert list(seeds.columns) == SEED_COLUMNS and (len(seeds) or paper_only) and seeds['health'].notna().all()
 
 
 def test_parameters_cell_is_tagged():
     import nbformat
+
     for name in NOTEBOOKS:
         nb = nbformat.read(repro_dir() / f'{name}.ipynb', as_version=4)
         (cell,) = [c for c in nb.cells if 'parameters' in c.metadata.get('tags', [])]

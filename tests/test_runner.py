@@ -1,4 +1,5 @@
 "Run records, resume after interruption, determinism."
+
 import json
 import pandas as pd
 import pytest
@@ -7,18 +8,21 @@ from fedrepro.runner import run
 COLS = ['round', 'test_acc', 'test_loss', 'up_params', 'down_params']
 
 
-class Stop(Exception): pass
+class Stop(Exception):
+    pass
 
 
 def stop_after(k):
     def cb(row):
-        if row['round'] == k: raise Stop
+        if row['round'] == k:
+            raise Stop
+
     return cb
 
 
 def test_run_writes_its_records(tmp_path, cpu_cfg):
     cfg = cpu_cfg(rounds=2)
-    res = run(cfg, tmp_path)
+    run(cfg, tmp_path)
     d = tmp_path / cfg.run_name
     assert {'config.json', 'metrics.csv', 'summary.json', 'env.json', 'checkpoint.pt'} <= {p.name for p in d.iterdir()}
     m = pd.read_csv(d / 'metrics.csv')
@@ -27,9 +31,13 @@ def test_run_writes_its_records(tmp_path, cpu_cfg):
     assert json.loads((d / 'config.json').read_text())['hash'] == cfg.hash
     env = json.loads((d / 'env.json').read_text())
     [seg] = env['segments']
-    assert env['seed'] == cfg.seed and seg['device'] == 'cpu' and 'torch' in seg and seg['from_round'] == 1 and seg['code']
+    assert (
+        env['seed'] == cfg.seed and seg['device'] == 'cpu' and 'torch' in seg and seg['from_round'] == 1 and seg['code']
+    )
     s = json.loads((d / 'summary.json').read_text())
-    assert s['best_acc'] == pytest.approx(m['test_acc'].max()) and s['final_acc'] == pytest.approx(m['test_acc'].iloc[-1])
+    assert s['best_acc'] == pytest.approx(m['test_acc'].max()) and s['final_acc'] == pytest.approx(
+        m['test_acc'].iloc[-1]
+    )
 
 
 @pytest.mark.parametrize('k, every', [(1, 1), (3, 1), (3, 2)])
@@ -40,8 +48,10 @@ def test_interrupted_run_resumes_to_identical_metrics(tmp_path, cpu_cfg, k, ever
         run(cfg, tmp_path / 'b', callbacks=[stop_after(k)])
     resumed = run(cfg, tmp_path / 'b')
     pd.testing.assert_frame_equal(resumed.metrics[COLS], full.metrics[COLS])
-    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / 'b' / cfg.run_name / 'metrics.csv')[COLS],
-                                  pd.read_csv(tmp_path / 'a' / cfg.run_name / 'metrics.csv')[COLS])
+    pd.testing.assert_frame_equal(
+        pd.read_csv(tmp_path / 'b' / cfg.run_name / 'metrics.csv')[COLS],
+        pd.read_csv(tmp_path / 'a' / cfg.run_name / 'metrics.csv')[COLS],
+    )
 
 
 def _run_in(out, cfg):
@@ -49,9 +59,11 @@ def _run_in(out, cfg):
 
 
 def test_two_processes_given_one_run_train_it_once(tmp_path, cpu_cfg):
-    "The second waits on the run directory's lock, then returns the first's records: equal seconds mean one training. (spawn: a fork after torch started its threads can hang.)"
+    """The second waits on the run directory's lock, then returns the first's records: equal seconds mean one training.
+    (spawn: a fork after torch started its threads can hang.)"""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
+
     cfg = cpu_cfg(rounds=3)
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context('spawn')) as pool:
         a, b = [f.result() for f in [pool.submit(_run_in, tmp_path, cfg) for _ in range(2)]]
@@ -78,5 +90,6 @@ def test_a_checkpoint_of_another_config_is_refused(tmp_path, cpu_cfg):
 
 def test_the_run_directory_store_is_the_one_used(tmp_path, cpu_cfg):
     from fedrepro.engine import ClientStore, Federation
+
     store = ClientStore(tmp_path / 'states', max_in_memory=1)
-    assert Federation(cpu_cfg(), store=store).store is store       # an empty store must not be replaced
+    assert Federation(cpu_cfg(), store=store).store is store  # an empty store must not be replaced

@@ -1,7 +1,12 @@
-"""A sixth paper joins without editing fedrepro: a package of its own registers it by an entry point (`fedrepro.papers`), with one
-setting, two methods, one claim and one job notebook beside it; `fedrepro list` names it, its job runs, its claim is judged,
-and the report has its section."""
-import json, os, subprocess, sys, textwrap
+"""A sixth paper joins without editing fedrepro: a package of its own registers it by an entry point
+(`fedrepro.papers`), with one setting, two methods, one claim and one job notebook beside it; `fedrepro list` names it,
+its job runs, its claim is judged, and the report has its section."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 import nbformat
 import pytest
@@ -16,12 +21,15 @@ from fedrepro.repro import Paper, Setting, Claim, Compare, BEST_ACC
 
 TOY = PAPERS.register('toy', Paper(
     'toy', 'A. Author, *A toy paper*, Nowhere 2026, arXiv:0000.00000', {'FedAvg': 'fedavg', 'Toy': 'fedprox'},
-    {'digits': Setting(dict(dataset='digits', partition='classes', partition_params={'classes_per_client': 2}, model='mlp',
-                            num_clients=20, clients_per_round=5, rounds=4, batch_size=10),
-                       {'FedAvg': {'lr': 0.1}, 'Toy': {'lr': 0.1, 'params': {'mu': 0.01}}}, mini={}, stand_in='scikit-learn digits')},
+    {'digits': Setting(dict(dataset='digits', partition='classes', partition_params={'classes_per_client': 2},
+                            model='mlp', num_clients=20, clients_per_round=5, rounds=4, batch_size=10),
+                       {'FedAvg': {'lr': 0.1}, 'Toy': {'lr': 0.1, 'params': {'mu': 0.01}}}, mini={},
+                       stand_in='scikit-learn digits')},
     cells=lambda runs, chance, health: [dict(method=m, metric='ACC', value=best_accuracy(c)) for m, c in runs.items()],
-    artefacts={'toy_table1': 'Table 1: accuracy'}, claims=[Claim('T1', 'Toy beats FedAvg (Table 1)', (Compare('digits', 'ACC', 'Toy', 'FedAvg', 'higher'),))],
-    metrics={'ACC': BEST_ACC}, feeds={'toy_table1': ('T1',)}, default_jobs=('toy_table1',), job_dir=Path(__file__).parent / 'jobs'))
+    artefacts={'toy_table1': 'Table 1: accuracy'},
+    claims=[Claim('T1', 'Toy beats FedAvg (Table 1)', (Compare('digits', 'ACC', 'Toy', 'FedAvg', 'higher'),))],
+    metrics={'ACC': BEST_ACC}, feeds={'toy_table1': ('T1',)}, default_jobs=('toy_table1',),
+    job_dir=Path(__file__).parent / 'jobs'))
 '''
 
 JOB = '''
@@ -41,25 +49,43 @@ print(judge(TOY.claims_of('toy_table1'), cells)[['claim', 'outcome']])
 
 @pytest.fixture(scope='module')
 def plugin(tmp_path_factory):
-    "A package `toypaper` on a path of its own, with its entry point and its job notebook, and the environment that sees it."
+    """A package `toypaper` on a path of its own, with its entry point and its job notebook, and the environment that
+    sees it."""
     root = tmp_path_factory.mktemp('plugin')
     (root / 'toypaper').mkdir()
     (root / 'toypaper' / '__init__.py').write_text(PAPER)
     (root / 'toypaper' / 'jobs').mkdir()
-    params = nbformat.v4.new_code_cell("scale = 'smoke'\nseeds = None\ndevice = 'cpu'\ndata_root = 'data'\nout_dir = '.'", metadata={'tags': ['parameters']})
-    kernel = {'kernelspec': {'name': 'python3', 'display_name': 'Python 3', 'language': 'python'}, 'language_info': {'name': 'python'}}
+    params = nbformat.v4.new_code_cell(
+        "scale = 'smoke'\nseeds = None\ndevice = 'cpu'\ndata_root = 'data'\nout_dir = '.'",
+        metadata={'tags': ['parameters']},
+    )
+    kernel = {
+        'kernelspec': {'name': 'python3', 'display_name': 'Python 3', 'language': 'python'},
+        'language_info': {'name': 'python'},
+    }
     nb = nbformat.v4.new_notebook(cells=[params, nbformat.v4.new_code_cell(JOB)], metadata=kernel)
     nbformat.write(nb, root / 'toypaper' / 'jobs' / 'toy_table1.ipynb')
     info = root / 'toypaper-0.1.dist-info'
     info.mkdir()
     (info / 'METADATA').write_text('Metadata-Version: 2.1\nName: toypaper\nVersion: 0.1\n')
     (info / 'entry_points.txt').write_text('[fedrepro.papers]\ntoy = toypaper\n')
-    env = {**os.environ, 'PYTHONPATH': os.pathsep.join([str(root), os.environ.get('PYTHONPATH', '')]), 'OMP_NUM_THREADS': '1'}
+    env = {
+        **os.environ,
+        'PYTHONPATH': os.pathsep.join([str(root), os.environ.get('PYTHONPATH', '')]),
+        'OMP_NUM_THREADS': '1',
+    }
     return root, env
 
 
 def fedrepro(env, *args, cwd=ROOT):
-    return subprocess.run([sys.executable, '-c', 'from fedrepro.cli import main; main()', *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, '-c', 'from fedrepro.cli import main; main()', *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_a_sixth_paper_is_listed_run_judged_and_reported(plugin, tmp_path):
@@ -79,12 +105,16 @@ def test_a_sixth_paper_is_listed_run_judged_and_reported(plugin, tmp_path):
         nb = execute_report(Path({str(ROOT)!r}), Path({str(tmp_path)!r}))
         print('REPORT', nb)
     ''')
-    judged = subprocess.run([sys.executable, '-c', script], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    judged = subprocess.run(
+        [sys.executable, '-c', script], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert judged.returncode == 0, judged.stderr[-2000:]
     head = judged.stdout.splitlines()[0].split('|')
     assert head[:3] == ['toy', 'toy_table1', 'T1'] and head[3] != 'not testable here' and head[4].endswith('of 1'), head
     report = json.loads(Path(judged.stdout.split('REPORT ')[1].strip()).read_text(encoding='utf-8'))
-    shown = ''.join(''.join(o.get('data', {}).get('text/markdown', '')) for c in report['cells'] for o in c.get('outputs', []))
+    shown = ''.join(
+        ''.join(o.get('data', {}).get('text/markdown', '')) for c in report['cells'] for o in c.get('outputs', [])
+    )
     assert '## Toy' in shown and 'A toy paper' in shown and '**1 claims:' in shown
 
 
@@ -92,11 +122,16 @@ def test_a_misspelt_metric_in_a_claim_fails_at_registration(plugin, tmp_path):
     root, env = plugin
     bad = tmp_path / 'badpaper'
     bad.mkdir()
-    (bad / '__init__.py').write_text(PAPER.replace("'toy'", "'bad'").replace("Compare('digits', 'ACC'", "Compare('digits', 'AC'"))
+    (bad / '__init__.py').write_text(
+        PAPER.replace("'toy'", "'bad'").replace("Compare('digits', 'ACC'", "Compare('digits', 'AC'")
+    )
     info = tmp_path / 'badpaper-0.1.dist-info'
     info.mkdir()
     (info / 'METADATA').write_text('Metadata-Version: 2.1\nName: badpaper\nVersion: 0.1\n')
     (info / 'entry_points.txt').write_text('[fedrepro.papers]\nbad = badpaper\n')
     env = {**env, 'PYTHONPATH': os.pathsep.join([str(tmp_path), env['PYTHONPATH']])}
     listed = fedrepro(env, 'list')
-    assert listed.returncode != 0 and "bad claim T1: metric='AC' is not allowed: a declared metric: one of ['ACC']" in listed.stderr
+    assert (
+        listed.returncode != 0
+        and "bad claim T1: metric='AC' is not allowed: a declared metric: one of ['ACC']" in listed.stderr
+    )
