@@ -145,8 +145,11 @@ AUGMENT_ALLOWED = (
     "'dataset' (the dataset's own), 'none' or 'crop_flip' "
     "(a random crop of the image padded by 4 zero pixels, and a left-right flip)"
 )
-NORMALIZE = ('dataset', 'none')
-NORMALIZE_ALLOWED = "'dataset' (by the dataset's mean and std) or 'none' (pixels as floats in [0, 1])"
+NORMALIZE = ('dataset', 'none', 'half')
+NORMALIZE_ALLOWED = (
+    "'dataset' (by the dataset's mean and std), 'none' (pixels as floats in [0, 1]) "
+    "or 'half' (mean and std 0.5 in every channel: pixels in [-1, 1])"
+)
 
 
 @dataclass
@@ -194,7 +197,10 @@ class FedData:
             f"'dataset' for {self.name}: it is stored as normalised floats",
         )
         new = {} if augment == 'dataset' else {'augment': None if augment == 'none' else augment}
-        return replace(self, **new, **({'mean': None, 'std': None} if normalize == 'none' else {}))
+        if normalize != 'dataset':
+            half = (0.5,) * self.input_shape[0]
+            new |= {'mean': None, 'std': None} if normalize == 'none' else {'mean': half, 'std': half}
+        return replace(self, **new)
 
     def to(self, device) -> FedData:
         "This dataset with every tensor on `device`."

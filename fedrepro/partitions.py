@@ -523,7 +523,7 @@ def partition_shards(labels, num_clients, rng, groups=None, shards_per_client=2,
     cut = lambda p, f: int(f * len(p))
     return Partition(
         [p[: cut(p, local_split[0])] for p in parts],
-        test=[p[cut(p, local_split[0] + local_split[1]) :] for p in parts],
+        test=[p[cut(p, local_split[0] + local_split[1]) :] for p in parts] if local_split[2] else None,
         valid=[p[cut(p, local_split[0]) : cut(p, local_split[0] + local_split[1])] for p in parts],
     )
 

@@ -29,8 +29,8 @@ __all__ = ['FAILURES', 'OK', 'BEST_ACC', 'FINAL_ACC', 'ROUNDS', 'SHOWN_FIELDS', 
            'read_seed_csvs', 'seed_flags', 'table_rows', 'unrun_rows', 'paper_view', 'plot_curves', 'Judged',
            'Untestable', 'sign_flip', 'effect', 'Compare', 'Band', 'Never', 'NotAbove', 'Same', 'Interior', 'Fails',
            'Elsewhere', 'OtherQuantity', 'Exact', 'Derived', 'Claim', 'holm', 'combine', 'counts', 'basis', 'judge',
-           'paper_artefacts', 'report_papers', 'default_jobs', 'committed_results', 'artefact_tables',
-           'artefact_sources', 'paper_cells', 'report_verdicts', 'verdict_summary', 'SCALES']
+           'paper_artefacts', 'reader_coverage', 'report_papers', 'default_jobs', 'committed_results',
+           'artefact_tables', 'artefact_sources', 'paper_cells', 'report_verdicts', 'verdict_summary', 'SCALES']
 
 # %% ../nbs/09a_repro.ipynb #200c5cdc
 class Word(str, Enum):
@@ -1334,6 +1334,15 @@ def paper_artefacts() -> pd.DataFrame:
         [dict(paper=k, notebook=n, regenerates=what) for k in PAPERS for n, what in PAPERS[k].artefacts.items()],
         columns=['paper', 'notebook', 'regenerates'],
     )
+
+# %% ../nbs/09a_repro.ipynb #bdd5d3c3
+def reader_coverage(key: str, folder='reader_claims', width: int = 90) -> pd.DataFrame:
+    """A reader's list of paper `key`'s statements beside the declared claims that cover each and what was done, from
+    `<folder>/<key>.csv` and `<key>_coverage.csv`; statements cut to `width` characters."""
+    said, covered = (pd.read_csv(Path(folder) / f'{key}{s}.csv', dtype=str).fillna('') for s in ('', '_coverage'))
+    out = said[['id', 'where', 'statement']].merge(covered, on='id', how='left', validate='one_to_one')
+    out['statement'] = out['statement'].map(lambda s: s if len(s) <= width else s[: width - 1].rstrip() + '…')
+    return out[['id', 'where', 'statement', 'declared', 'coverage', 'action', 'why']].set_index('id')
 
 # %% ../nbs/09a_repro.ipynb #1ef8a01d
 def report_papers() -> list[str]:
