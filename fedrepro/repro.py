@@ -4,6 +4,7 @@
 
 # %% ../nbs/09a_repro.ipynb #a2979a61
 from __future__ import annotations
+import json
 import math
 from dataclasses import dataclass, field
 from enum import Enum
@@ -26,10 +27,10 @@ __all__ = ['FAILURES', 'OK', 'BEST_ACC', 'FINAL_ACC', 'ROUNDS', 'SHOWN_FIELDS', 
            'Setting', 'Paper', 'paper_numbers', 'learned_level', 'run_health', 'plateau', 'loss_health',
            'reference_health', 'target_health', 'margin_cell', 'mechanism_health', 'run_table', 'lr_sweep', 'mini_lr',
            'sweep_rows', 'sweep_view', 'seed_cells', 'split_health', 'write_seed_csv', 'read_seed_csv',
-           'read_seed_csvs', 'seed_flags', 'table_rows', 'unrun_rows', 'paper_view', 'plot_curves', 'Judged',
-           'Untestable', 'sign_flip', 'effect', 'Compare', 'Band', 'Never', 'NotAbove', 'Same', 'Interior', 'Fails',
-           'Elsewhere', 'OtherQuantity', 'Exact', 'Derived', 'Claim', 'holm', 'combine', 'counts', 'basis', 'judge',
-           'paper_artefacts', 'reader_coverage', 'report_papers', 'default_jobs', 'committed_results',
+           'read_seed_csvs', 'param_sweep', 'tuned_params', 'seed_flags', 'table_rows', 'unrun_rows', 'paper_view',
+           'plot_curves', 'Judged', 'Untestable', 'sign_flip', 'effect', 'Compare', 'Band', 'Never', 'NotAbove', 'Same',
+           'Interior', 'Fails', 'Elsewhere', 'OtherQuantity', 'Exact', 'Derived', 'Claim', 'holm', 'combine', 'counts',
+           'basis', 'judge', 'paper_artefacts', 'reader_coverage', 'report_papers', 'default_jobs', 'committed_results',
            'artefact_tables', 'artefact_sources', 'paper_cells', 'report_verdicts', 'verdict_summary', 'SCALES']
 
 # %% ../nbs/09a_repro.ipynb #200c5cdc
@@ -747,6 +748,39 @@ def read_seed_csvs(folder, prefix: str) -> pd.DataFrame:
     return pd.concat([read_seed_csv(f) for f in files], ignore_index=True).drop_duplicates(
         ['setting', 'method', 'seed', 'metric'], ignore_index=True
     )
+
+# %% ../nbs/09a_repro.ipynb #06e37f13
+def param_sweep(
+    paper: Paper, setting: str, method: str, grid, seeds, out, scale: str = 'mini', workers=None, backend='local'
+) -> pd.DataFrame:
+    """`method` of `setting` at each `params` dict of `grid` (over the setting's own), on each of `seeds`: its best
+    accuracy, mean accuracy over the evaluated rounds, and health."""
+    base = [paper.config(setting, method, scale, seed=s) for s in seeds]
+    cfgs = [c.replace(params={**c.params, **g}) for g in grid for c in base]
+    chance = paper.chance(setting, scale)
+    return pd.DataFrame(
+        [
+            dict(
+                setting=setting,
+                method=method,
+                params=json.dumps(g, sort_keys=True),
+                seed=c.seed,
+                rounds=c.rounds,
+                best=best_accuracy(r.metrics),
+                mean=float(r.metrics['test_acc'].dropna().mean()),
+                health=str(run_health(r.metrics, chance)),
+            )
+            for g, c, r in zip([g for g in grid for _ in seeds], cfgs, run_many(cfgs, out, workers, backend))
+        ]
+    )
+
+
+def tuned_params(sweep: pd.DataFrame) -> dict:
+    """The grid point of a `param_sweep` with the highest mean accuracy over rounds and seeds, among those at which
+    every run learned without diverging; the first in the grid among equals."""
+    ok = sweep.groupby('params', sort=False).filter(lambda g: (g['health'] == 'ok').all())
+    check(len(ok) > 0, 'sweep', sorted(set(sweep['params'])), 'a grid point at which every run learned, not diverging')
+    return json.loads(ok.groupby('params', sort=False)['mean'].mean().idxmax())
 
 # %% ../nbs/09a_repro.ipynb #8d38f65f
 def seed_flags(g: pd.DataFrame) -> str:
