@@ -62,6 +62,7 @@ RUNS = {
     'fedreg_table2': [(['CIFAR-10 (uniform)', 'CIFAR-10 (one class)'], _REG, None, 1)],
     'fedreg_table3': [(['CIFAR-100 (ResNet-9)', 'CIFAR-100 (Transformer)', 'COVID-19 CT Images'], ALL, None, 1)],
     'fedreg_table4': [(_T4, _PRIV, None, 1)],
+    'fedreg_tableC1': [(['Landmarks-User-160k (2000 rounds)'], ALL, None, 1)],
     'fedreg_tableC2': [
         (['MNIST (two classes)', 'EMNIST'], ['FedAvg', 'FedProx', 'SCAFFOLD', 'FedCurv', 'FedReg'], 5, 1)
     ],

@@ -988,6 +988,7 @@ FEDREG_FEEDS = {  # the claims each artefact's cells judge
     'fedreg_table2': ('7', '7b', '8', '8b', '13', '14', '23', '25', '26'),
     'fedreg_table3': ('9', '9b', '10', '11', '14', '23', '25'),
     'fedreg_table4': tuple(c.key for c in FEDREG_CLAIMS if c.key.rstrip('bcd') in ('18', '19')) + ('26',),
+    'fedreg_tableC1': ('12',),
     # 15 is a GPU's wall clock and 20b, 20c are decided by analysis: their cells are shown beside, not judged
     'fedreg_tableC2': ('20',),
     'fedreg_figureC4': ('17b',),
@@ -1006,6 +1007,7 @@ FEDREG = PAPERS.register(
             'fedreg_table1': 'Table 1: MNIST (two classes, one class) and EMNIST',
             'fedreg_table2': 'Table 2: CIFAR-10 (uniform, one class)',
             'fedreg_table3': 'Table 3: CIFAR-100 (ResNet-9, ViT) and COVID-19 CT',
+            'fedreg_tableC1': 'Table C.1: Landmarks-User-160k, 2,000 rounds',
             'fedreg_tableC2': 'Table C.2: the cost of a local stage, and what each method sends',
             'fedreg_figure1': 'Figures 1 and C.1: forgetting with FedAvg, non-IID and IID',
             'fedreg_figure2': 'Figure 2: FedReg forgets less; the Fisher of pseudo data',

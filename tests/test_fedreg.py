@@ -663,11 +663,25 @@ def test_metrics_are_declared_as_the_paper_means_them():
     assert set(cells['metric']) <= set(M)  # every metric a committed cell holds is declared
 
 
+def test_table_c1_runs_at_paper_scale_only():
+    """Table C.1 (Landmarks-User-160k) has no stand-in: its committed mini run holds every printed cell with ours empty
+    and no per-seed cell, and claim 12 is not testable there."""
+    from pathlib import Path
+
+    lm, mini = 'Landmarks-User-160k (2000 rounds)', Path(__file__).resolve().parents[1] / 'nbs' / 'repro' / 'mini'
+    t, cells = pd.read_csv(mini / 'fedreg_tableC1.csv'), read_seed_csvs(mini, 'fedreg_tableC1')
+    printed = FEDREG.printed[FEDREG.printed['table'] == 'C.1']
+    assert not FEDREG.scaled_settings([lm], 'mini') and FEDREG.run_methods(lm, 'paper') == ['SGD', 'FedAvg', 'FedReg']
+    assert len(t) == len(printed) == 16 and t['ours'].isna().all() and set(t['scale']) == {'mini'} and cells.empty
+    assert judge(FEDREG.claims_of('fedreg_tableC1'), cells).iloc[0]['outcome'] == 'not testable here'
+
+
 def test_every_artefact_feeds_its_claims():
-    """Each job judges the claims its cells bear on; every claim is fed by one, but for Table C.1's (no notebook yet),
-    the GPU wall clock (15), the two decided by analysis and the two exact ones."""
+    """Each job judges the claims its cells bear on; every claim is fed by one, but for the GPU wall clock (15), the two
+    decided by analysis and the two exact ones. Table C.1's (12) is its job's, judged where it ran at paper scale."""
     fed = {k for ks in FEDREG.feeds.values() for k in ks}
-    assert {c.key for c in FEDREG.claims} - fed == {'12', '15', '20b', '20c', '21', '22'}
+    assert {c.key for c in FEDREG.claims} - fed == {'15', '20b', '20c', '21', '22'}
+    assert [c.key for c in FEDREG.claims_of('fedreg_tableC1')] == ['12'] and 'fedreg_tableC1' in FEDREG.artefacts
     assert [c.key for c in FEDREG.claims_of('fedreg_figureC3')] == ['17'] and [
         c.key for c in FEDREG.claims_of('fedreg_figureC4')
     ] == ['17b']
