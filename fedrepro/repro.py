@@ -778,7 +778,11 @@ def param_sweep(
 def tuned_params(sweep: pd.DataFrame) -> dict:
     """The grid point of a `param_sweep` with the highest mean accuracy over rounds and seeds, among those at which the
     most runs learned without diverging; the first in the grid among equals."""
-    points = sweep.assign(ok=sweep['health'] == 'ok').groupby('params', sort=False).agg(ok=('ok', 'sum'), mean=('mean', 'mean'))
+    points = (
+        sweep.assign(ok=sweep['health'] == 'ok')
+        .groupby('params', sort=False)
+        .agg(ok=('ok', 'sum'), mean=('mean', 'mean'))
+    )
     check(points['ok'].max() > 0, 'sweep', list(points.index), 'a grid point at which some run learned, not diverging')
     return json.loads(points[points['ok'] == points['ok'].max()]['mean'].idxmax())
 
