@@ -17,15 +17,17 @@ from .metrics import final_accuracy, t_reach
 from .runner import run
 from .repro import Paper, Setting, Claim, Compare, Band, Never, Derived, Metric, FINAL_ACC, ROUNDS, SWEEP_SEEDS
 from .repro import reference_health, target_health, margin_cell, Health, Kind, OK
+from .repro import Mechanism, mechanism_health, split_health
 
 # %% auto #0
 __all__ = ['FEDSSD_METHODS', 'PAPER_DATA', 'STRENGTHS', 'AUX', 'ALPHAS', 'ABLATION', 'MINI_DATA', 'MINI_DATA_100',
            'MINI_TEST_SIZE_100', 'MINI_ROUNDS', 'MINI_LOCAL_STEPS', 'SWEEP_LRS', 'MINI_LR', 'MINI_LRS', 'MOON_MUS',
-           'MINI_MOON_MU', 'FEDSSD_SETTINGS', 'TABLE1_SETTINGS', 'FIGURE8_SETTINGS', 'LOCAL_METRICS', 'CLASS_METRICS',
-           'BASELINES', 'TABLE2_SETTINGS', 'FEDSSD_CLAIMS', 'FEDSSD_METRICS', 'FEDSSD_FEEDS', 'FEDSSD',
-           'ONE_UPDATE_METRICS', 'class_credibility', 'sample_credibility', 'ssd_mask', 'ssd_loss', 'kl_distillation',
-           'FedSSD', 'paper_methods', 'fedssd_cells', 'mask_cells', 'local_cells', 'majority_classes',
-           'class_gap_cells', 'confusion', 'one_update', 'one_update_cells', 'figure4_client']
+           'MINI_MOON_MU', 'FEDSSD_SETTINGS', 'TABLE1_SETTINGS', 'FIGURE8_SETTINGS', 'SSD_LEVEL', 'SSD_TERM',
+           'FEDSSD_MECHANISMS', 'UNGATED', 'LOCAL_METRICS', 'CLASS_METRICS', 'BASELINES', 'TABLE2_SETTINGS',
+           'FEDSSD_CLAIMS', 'FEDSSD_METRICS', 'FEDSSD_FEEDS', 'FEDSSD', 'ONE_UPDATE_METRICS', 'class_credibility',
+           'sample_credibility', 'ssd_mask', 'ssd_loss', 'kl_distillation', 'FedSSD', 'paper_methods', 'fedssd_cells',
+           'gated', 'early_acc', 'mask_cells', 'local_cells', 'majority_classes', 'class_gap_cells', 'confusion',
+           'one_update', 'one_update_cells', 'figure4_client', 'apply_mechanism']
 
 # %% ../nbs/14_fedssd.ipynb #b91777b6
 def class_credibility(A: torch.Tensor) -> torch.Tensor:
@@ -342,14 +344,34 @@ TABLE1_SETTINGS = list(PAPER_DATA)
 FIGURE8_SETTINGS = [f'{data} (C={c:g})' for data in ('CIFAR-10', 'CIFAR-100') for c in (0.1, 0.2)]
 
 # %% ../nbs/14_fedssd.ipynb #539bd5aa
+# The mechanism engaged diagnostic ("Is the term engaged?" below): the SSD term over the cross-entropy, each round the
+# mean over its local steps, and its median over the rounds; under 10⁻³ FedSSD is FedAvg in effect
+SSD_LEVEL = 1e-3
+SSD_TERM = Mechanism('ssd_over_ce', SSD_LEVEL, 'FedAvg', 'SSD / CE, median over rounds')
+# FedSSD and Table III's losses, whose distillation term `ssd_over_ce` logs (KL's and MSE's in SSD's place)
+FEDSSD_MECHANISMS = {m: SSD_TERM for m in ('FedSSD', *ABLATION)}
+# judged whatever the term's size: the diagnostic's own cells, what a method sends, the early rounds' parity (C5b)
+UNGATED = (
+    'mask non-zero, round 1',
+    'mask non-zero, last round',
+    'mask non-zero trend',
+    'SSD / CE, last round',
+    'SSD / CE, median over rounds',
+    'SSD / CE in the update',
+    "traffic / FedAvg's",
+    'ACC at R/10',
+)
+
+
 def fedssd_cells(runs: dict, chance: float, health: dict) -> list[dict]:
     "The cells of one setting and seed's `runs` ({method: curve}); `health`: {method: `Health`} of the runs."
     acc = {m: final_accuracy(c) for m, c in runs.items()}
     out = [dict(method=m, metric='ACC', value=v) for m, v in acc.items()]
+    out += [dict(method=m, metric='ACC at R/10', value=v) for m, c in runs.items() if np.isfinite(v := early_acc(c))]
     out += [cell for m, c in runs.items() if 'mask_nonzero' in c for cell in mask_cells(m, c)]
     out += [cell for m, c in runs.items() for cell in local_cells(m, c)]
     if 'FedAvg' not in runs:
-        return out
+        return gated(out, runs, health)
     target = acc['FedAvg']
     # FedAvg's run sets T's target: learned, plateaued, above the learned level
     to_target = target_health(runs, health, 'FedAvg', chance, targets=[target])
@@ -365,11 +387,34 @@ def fedssd_cells(runs: dict, chance: float, health: dict) -> list[dict]:
             out.append(dict(method=m, metric="ACC − FedAvg's", value=acc[m] - target, health=against))
     if 'FedSSD' in acc:
         out.append(margin_cell('FedSSD', acc, health))
+    return gated(out, runs, health)
+
+
+def gated(out: list[dict], runs: dict, health: dict) -> list[dict]:
+    """`out` with the cells of each `FEDSSD_MECHANISMS` method, but the `UNGATED`, `term inert` where its term is
+    (`mechanism_health`: the median over rounds under the level); a cell's own precondition and a failed run (evidence)
+    come first."""
+    term = {
+        m: mechanism_health(c, m, FEDSSD_MECHANISMS[m])
+        for m, c in runs.items()
+        if m in FEDSSD_MECHANISMS and health.get(m, OK).ok
+    }
+    for cell in out:
+        h = term.get(cell['method'], OK)
+        if not h.ok and cell['metric'] not in UNGATED and cell.get('health', OK).ok:
+            cell['health'] = h
     return out
 
 
+def early_acc(c: pd.DataFrame) -> float:
+    "The global accuracy at round ⌈R/10⌉ (the paper's round 10 of 100, 3 of 30): the beginning of Figure 7's curves."
+    ev = c.dropna(subset=['test_acc']).set_index('round')['test_acc']
+    return float(ev.get(math.ceil(c['round'].max() / 10), math.nan))
+
+
 def mask_cells(method: str, c: pd.DataFrame) -> list[dict]:
-    "Claim C5's cells of a credibility-mask run: its non-zero fraction, trend and $\\mathcal L_{SSD}/\\mathcal L_{CE}$."
+    """Claim C5's cells of a credibility-mask run: its non-zero fraction and trend; $\\mathcal L_{SSD}/\\mathcal L_{CE}$
+    in the last round and its median over the rounds (the mechanism diagnostic)."""
     d = c.dropna(subset=['mask_nonzero']).sort_values('round')
     if d.empty:
         return []
@@ -379,6 +424,8 @@ def mask_cells(method: str, c: pd.DataFrame) -> list[dict]:
         'mask non-zero, last round': d['mask_nonzero'].iloc[-1],
         'mask non-zero trend': trend,
         'SSD / CE, last round': d['ssd_over_ce'].iloc[-1],
+        # what `mechanism_health` reads
+        'SSD / CE, median over rounds': np.nanmedian(c['ssd_over_ce'].abs().to_numpy(float)),
     }
     return [dict(method=method, metric=k, value=float(v)) for k, v in cells.items() if np.isfinite(v)]
 
@@ -611,8 +658,11 @@ FEDSSD_CLAIMS = [
 # %% ../nbs/14_fedssd.ipynb #c78e4f7f
 FEDSSD_METRICS = {  # every metric its cells write and its claims name, as the paper means it
     'ACC': FINAL_ACC,  # Table I: the global model's accuracy after the last round
+    'ACC at R/10': Metric('score'),  # C5b: the global accuracy at round ⌈R/10⌉ (neither best nor final)
     "ACC − FedAvg's": Metric('difference'),
     'SSD / CE, last round': Metric('ratio', None),  # a diagnostic: how large the term is, no claim on it
+    'SSD / CE, median over rounds': Metric('ratio', None),  # the mechanism diagnostic (`FEDSSD_MECHANISMS`)
+    'SSD / CE in the update': Metric('ratio', None),  # the same for Figure 4's single update
     'classes per client': Metric('score', None),
     'client size CV': Metric('score', None),
     'global > local, share of rounds': Metric('score'),  # C13: over half the rounds
@@ -708,7 +758,7 @@ def one_update(cfg: ExperimentConfig, at: int | None = None, out='runs') -> dict
     """FedSSD's run `cfg` trained by the runner to round `at` (default: half its rounds), then every client of round
     `at` + 1 updated once from that global model with FedSSD's loss (the round's $A^t$) and with FedAvg's, on the same
     batches: the test confusion matrices of the global model and of each client's two local models, the clients'
-    training samples per class, and the run's curve to `at`."""
+    training samples per class, the run's curve to `at`, and SSD / CE over the FedSSD updates (`ssd_over_ce`)."""
     at = cfg.rounds // 2 if at is None else at
     check(cfg.algorithm == 'fedssd', 'algorithm', cfg.algorithm, "'fedssd': the checkpoint is a FedSSD run's")
     check(
@@ -747,6 +797,7 @@ def one_update(cfg: ExperimentConfig, at: int | None = None, out='runs') -> dict
             # the engine's seeded local update; the model is left in `f.fm`
             f.client_update(cid, t, down, f.store.get(cid))
             out_[name][cid] = confusion(f.fm.model, f.data)
+    out_['ssd_over_ce'] = fed.algo.diagnostics()['ssd_over_ce']  # FedSSD's term in these updates: mean over steps
     return out_
 
 
@@ -770,6 +821,8 @@ def one_update_cells(res: dict) -> list[dict]:
             dict(method=m, metric=ONE_UPDATE_METRICS[0], value=float(rare[m])),
             dict(method=m, metric=ONE_UPDATE_METRICS[1], value=float(local)),
         ]
+    if 'ssd_over_ce' in res:  # the mechanism diagnostic of these updates (`apply_mechanism`)
+        out.append(dict(method='FedSSD', metric='SSD / CE in the update', value=float(res['ssd_over_ce'])))
     drop = -rare['FedAvg']
     if drop > 0:
         out.append(
@@ -782,3 +835,40 @@ def figure4_client(res: dict) -> int:
     """The client Figure 4 draws: of the round's clients, the one with the most rare classes (the fewest majority
     classes), the lowest id among equals."""
     return min(res['clients'], key=lambda c: (int(majority_classes(res['counts'][c]).sum()), c))
+
+# %% ../nbs/14_fedssd.ipynb #746f27ed
+def apply_mechanism(cells: pd.DataFrame) -> pd.DataFrame:
+    """Per-seed cells with the mechanism rule applied where their job did not: a healthy cell of a `FEDSSD_MECHANISMS`
+    method, but the `UNGATED`, is `term inert` where its run's SSD / CE (median over the rounds; Figure 4's, over its
+    update) is under the level, and `precondition failed` where the cells hold no such value."""
+    cells = split_health(cells).reset_index(drop=True)
+    value = cells.set_index(['setting', 'method', 'seed', 'metric'])['value']
+    value = value[~value.index.duplicated()]
+    health, detail = cells['health'].tolist(), cells['detail'].tolist()
+    for i, r in cells.iterrows():
+        mech = FEDSSD_MECHANISMS.get(r['method'])
+        if mech is None or r['metric'] in UNGATED or r['health'] != Kind.OK:
+            continue
+        which = 'SSD / CE in the update' if r['metric'] in ONE_UPDATE_METRICS else 'SSD / CE, median over rounds'
+        key = (r['setting'], r['method'], r['seed'])
+        v = value.get((*key, which), math.nan)
+        if np.isnan(v):
+            # the run's last round, for a run's cells (Figure 4's update is another model's)
+            last = (
+                value.get((*key, 'SSD / CE, last round'), math.nan) if which != 'SSD / CE in the update' else math.nan
+            )
+            h = Health(
+                Kind.PRECONDITION,
+                f"the mechanism diagnostic is missing: {r['method']}'s cells hold no {which} (written before it was "
+                f'declared; SSD / CE in the last round: {last:.3g}), re-run to judge'
+                if np.isfinite(last)
+                else f"the mechanism diagnostic is missing: {r['method']}'s cells hold no {which} nor any SSD / CE "
+                '(written before it was declared), re-run to judge',
+            )
+        else:
+            h = mechanism_health(
+                pd.DataFrame({mech.column: [v]}), r['method'], Mechanism(**{**vars(mech), 'what': which})
+            )
+        if not h.ok:
+            health[i], detail[i] = h.kind.value, h.detail
+    return cells.assign(health=health, detail=detail)

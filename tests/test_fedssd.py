@@ -130,6 +130,10 @@ def _curve(accs, up=10.0, down=10.0, **logs):
     )
 
 
+# the term at 2 % of the cross-entropy in every round: engaged
+_ENGAGED = {'mask_nonzero': [float('nan')] + [0.5] * 10, 'ssd_over_ce': [float('nan')] + [0.02] * 10}
+
+
 def test_fedssd_cells_health_is_typed_by_what_each_cell_is_measured_against():
     """T needs FedAvg's run to set its target (learned, plateaued, above the learned level); ACC − FedAvg's needs only
     that it did not fail; the margin keeps a failed baseline in."""
@@ -141,7 +145,7 @@ def test_fedssd_cells_health_is_typed_by_what_each_cell_is_measured_against():
     runs = {
         'FedAvg': _curve(accs),
         'FedCurv': _curve(accs - 0.05, 30, 30),
-        'FedSSD': _curve(np.minimum(accs + 0.12, 0.65), 10, 11),
+        'FedSSD': _curve(np.minimum(accs + 0.12, 0.65), 10, 11, **_ENGAGED),
     }
     health = lambda rs, chance=0.1, h={}: {
         (c['method'], c['metric']): c.get('health', OK) for c in fedssd_cells(rs, chance, h)
@@ -174,3 +178,66 @@ def test_fedssd_metrics_are_declared_as_the_paper_means_them():
     assert m['mask non-zero, round 1'].better == 'lower' and m['mask non-zero trend'].better == 'higher'  # C5
     assert m['global > local, share of rounds'].better == m["rare classes: FedAvg's drop avoided"].better == 'higher'
     assert m['SSD / CE, last round'].better is None and m["traffic / FedAvg's"].better == 'lower'
+    assert m['SSD / CE, median over rounds'].better is None and m['ACC at R/10'].kind == 'score'  # diagnostic, C5b
+
+
+def test_fedssd_comparisons_are_not_testable_where_its_term_is_inert():
+    """The mechanism diagnostic: under 10⁻³ of the cross-entropy over most rounds FedSSD's cells read `term inert` with
+    the median, but its mask cells, its traffic and its early accuracy, which are about the inert phase, are judged; a
+    failed run stays evidence and another method's cells are untouched."""
+    import numpy as np
+    from fedrepro.fedssd import fedssd_cells, UNGATED
+    from fedrepro.repro import Health, Kind, OK
+
+    accs = np.linspace(0.1, 0.6, 11)
+    late = {
+        'mask_nonzero': [np.nan] + [0] * 6 + [0.1, 0.3, 0.6, 0.9],
+        'ssd_over_ce': [np.nan] + [0] * 6 + [1e-6, 1e-4, 5e-3, 0.05],
+    }
+    runs = {'FedAvg': _curve(np.minimum(accs, 0.5)), 'FedSSD': _curve(np.minimum(accs + 0.12, 0.65), 10, 11, **late)}
+    cells = {(c['method'], c['metric']): c.get('health', OK) for c in fedssd_cells(runs, 0.1, {})}
+    gated = {k: h for k, h in cells.items() if k[0] == 'FedSSD' and k[1] not in UNGATED}
+    assert {h.kind for h in gated.values()} == {Kind.INERT}
+    assert "SSD / CE, median over rounds 0 < 0.001: FedSSD is FedAvg" in gated['FedSSD', 'ACC'].detail
+    assert all(h == OK for k, h in cells.items() if k[0] == 'FedAvg' or k[1] in UNGATED)
+    failed = fedssd_cells(runs, 0.1, {'FedSSD': Health(Kind.DIVERGED, 'test loss not finite')})
+    assert all(c.get('health', OK) == OK for c in failed if c['method'] == 'FedSSD')  # its failure comes first
+    on = {**runs, 'FedSSD': _curve(np.minimum(accs + 0.12, 0.65), 10, 11, **_ENGAGED)}
+    assert all(c.get('health', OK) == OK for c in fedssd_cells(on, 0.1, {}) if c['method'] == 'FedSSD')
+
+
+def test_committed_cells_without_the_diagnostic_are_not_testable_with_the_last_rounds_ratio():
+    import pandas as pd
+    from fedrepro.fedssd import apply_mechanism
+
+    row = lambda method, metric, value, seed=0: dict(
+        setting='CIFAR-10', method=method, seed=seed, metric=metric, value=value, rounds=15, health='ok', detail=''
+    )
+    cells = pd.DataFrame(
+        [
+            row('FedSSD', 'ACC', 0.86),
+            row('FedSSD', 'SSD / CE, last round', 0.05),
+            row('FedSSD', 'mask non-zero, round 1', 0.0),
+            row('FedAvg', 'ACC', 0.87),
+            row('FedSSD', 'ACC', 0.86, seed=1),
+            row('FedSSD', 'SSD / CE, median over rounds', 2e-4, seed=1),
+            row('FedSSD', 'ACC', 0.86, seed=2),
+            row('FedSSD', 'SSD / CE, median over rounds', 0.02, seed=2),
+            row('FedSSD', 'rare classes: local − global', -0.3),  # Figure 4: its update's ratio, not a run's
+        ]
+    )
+    out = apply_mechanism(cells)
+    assert out['health'].tolist() == [
+        'precondition failed',
+        'ok',
+        'ok',
+        'ok',
+        'term inert',
+        'ok',
+        'ok',
+        'ok',
+        'precondition failed',
+    ]
+    assert 'SSD / CE in the last round: 0.05' in out.loc[0, 'detail'] and 'nor any SSD / CE' in out.loc[8, 'detail']
+    assert '0.0002 < 0.001' in out.loc[4, 'detail']
+    assert apply_mechanism(out).equals(out)
