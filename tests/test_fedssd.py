@@ -241,3 +241,14 @@ def test_committed_cells_without_the_diagnostic_are_not_testable_with_the_last_r
     assert 'SSD / CE in the last round: 0.05' in out.loc[0, 'detail'] and 'nor any SSD / CE' in out.loc[8, 'detail']
     assert '0.0002 < 0.001' in out.loc[4, 'detail']
     assert apply_mechanism(out).equals(out)
+
+
+def test_every_statement_the_reader_listed_is_reviewed_and_names_declared_claims():
+    from pathlib import Path
+    from fedrepro.fedssd import FEDSSD
+    from fedrepro.repro import reader_coverage
+
+    folder = Path(__file__).parents[1] / 'nbs' / 'reader_claims'
+    s = reader_coverage('fedssd', folder)
+    named = {k.strip() for v in s['declared'] for k in v.split(';') if k.strip()}
+    assert named <= {c.key for c in FEDSSD.claims} and s['action'].ne('').all() and len(s) == 83
