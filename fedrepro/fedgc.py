@@ -558,7 +558,7 @@ _GPU_TIME = "a GPU's wall clock per round (the paper's 8 RTX 3090s)"
 _CPU_TIME = (
     "one CPU core's seconds (fedgc_table2's time / FedAvg's), which follow each method's arithmetic, not a GPU's fixed "
     "costs per step: FedReg's pseudo and perturbed data take 23 forward-backward passes a batch, and FedReg's round "
-    "costs 21 to 23 of FedAvg's at mini"
+    "costs 19 to 24 of FedAvg's at mini"
 )
 FEDGC_CLAIMS = [
     Claim(
