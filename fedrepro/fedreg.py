@@ -536,12 +536,13 @@ _UNMATCHED = (
 MINI_TABLE4_SKIP = ('CIFAR-10 (one class)',)
 
 
+_DP_BASES = {'DPSGD': 'SGD', **{f'{m} with DPSGD': m for m in ('FedAvg', 'FedProx', 'FedCurv')}}
+
+
 def with_privacy(s: Setting, setting: str, sigma: float, mg_lr: float, gamma: float, eta_s: float) -> Setting:
-    "`s` with Table 4's methods: each DP baseline plus DP-SGD at `DP_CLIP` and `sigma`, and FedReg with MG."
-    dp = {
-        f'{m} with DPSGD' if m != 'SGD' else 'DPSGD': {**s.methods[m], 'dp_clip': DP_CLIP, 'dp_noise': sigma}
-        for m in ('SGD', 'FedAvg', 'FedProx', 'FedCurv')
-    }
+    """`s` with Table 4's methods: each DP baseline plus DP-SGD at `DP_CLIP` and `sigma`, and FedReg with MG; at mini
+    a DP baseline keeps its base's own values (MINI_TUNED)."""
+    dp = {d: {**s.methods[b], 'dp_clip': DP_CLIP, 'dp_noise': sigma} for d, b in _DP_BASES.items()}
     methods = {
         **s.methods,
         **dp,
@@ -557,9 +558,12 @@ def with_privacy(s: Setting, setting: str, sigma: float, mg_lr: float, gamma: fl
             mini={**s.mini, 'skip': (*s.mini.get('skip', ()), *dp, 'FedReg with MG')},
             why=why(_MG_TOO_SLOW),
         )
+    own = s.mini.get('methods', {})
     if setting not in MINI_DP_SIGMA:
-        return replace(s, methods=methods, why=why(_UNMATCHED))
-    mini = {**s.mini, 'methods': {**s.mini.get('methods', {}), **{m: {'dp_noise': MINI_DP_SIGMA[setting]} for m in dp}}}
+        inherit = {d: own[b] for d, b in _DP_BASES.items() if b in own}
+        return replace(s, methods=methods, mini={**s.mini, 'methods': {**own, **inherit}}, why=why(_UNMATCHED))
+    sigmas = {d: {**own.get(b, {}), 'dp_noise': MINI_DP_SIGMA[setting]} for d, b in _DP_BASES.items()}
+    mini = {**s.mini, 'methods': {**own, **sigmas}}
     return replace(
         s,
         methods=methods,
