@@ -288,6 +288,9 @@ def first_update(cfg, data: FedData, device, steps: int, dtype=torch.float32) ->
     """The floating tensors the first client of round 1 uploads after `steps` local steps on `device` in `dtype`, as
     float64 on the CPU."""
     c = cfg.replace(device=str(device), local_steps=min(steps, cfg.local_steps or steps))
+    # `in_dtype` stores the images as floats, which only the dataset's own pipeline reads: a config's own
+    # normalisation ('none', 'half') needs the stored integers, and both sides of the comparison share this one
+    c = c.replace(normalize='dataset')
     with default_dtype(dtype):
         fed = Federation(c, data=in_dtype(data, dtype), store=ClientStore())
         no_dropout(fed.fm.model)

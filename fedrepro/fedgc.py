@@ -316,7 +316,7 @@ def _mini(
 
 # the pipelines the paper leaves unsaid: HWDigits resized to 32×32×3 and scaled to [-1, 1], not augmented; CIFAR with
 # FedReg's augmentation (a crop of the image padded by 4, a flip) and normalised by its own mean and std
-_HW = dict(dataset='hwdigits', model='hwdigits_cnn', rounds=600, augment='none', normalize='half')
+_HW = dict(dataset='hwdigits', model='hwdigits_cnn', rounds=600, augment='none', normalize='dataset')
 _CIFAR = dict(partition='one_class', model='resnet9', augment='crop_flip', normalize='dataset')
 # `mini_lr` of the sweeps (`repro/mini/fedgc_lr_sweep.csv`)
 MINI_LR = {'HWDigits-4': 0.03, 'CIFAR10-10': 0.03, 'CIFAR100-100': 0.1, 'HWDigits-40': 0.1}
@@ -451,7 +451,7 @@ def _evaluated_acc(c: pd.DataFrame) -> np.ndarray:
 def _saved(rounds: dict, m: str, ref: str, budget: int) -> float:
     """Method `m`'s rounds over `ref`'s (Table 2's and §4.4's savings are 1 − this), `m`'s censored at its `budget`
     (never there: no saving); undefined where `ref` never got there (the paper's N.A.)."""
-    return min(rounds[m], budget) / rounds[ref] if math.isfinite(rounds[ref]) else math.nan
+    return min(rounds[m], budget) / rounds[ref] if math.isfinite(rounds[ref]) and rounds[ref] > 0 else math.nan
 
 
 def fedgc_cells(runs: dict, chance: float, health: dict) -> list[dict]:
