@@ -5,8 +5,6 @@
 # %% ../nbs/13_fedgg.ipynb #a5964296
 from __future__ import annotations
 import math
-from dataclasses import dataclass
-from typing import ClassVar
 import numpy as np
 import pandas as pd
 import torch
@@ -24,12 +22,15 @@ from fedrepro.repro import (
     Fails,
     Exact,
     Derived,
+    Inert,
+    Engaged,
+    Stable,
     Metric,
     BEST_ACC,
     ROUNDS,
 )
-from .repro import reference_health, target_health, margin_cell, Health, Kind, OK, FAILURES, MIN_SEEDS
-from .repro import SWEEP_SEEDS, Basis, Judged, Outcome, Untestable
+from .repro import reference_health, target_health, margin_cell, Health, Kind, OK
+from .repro import SWEEP_SEEDS, Outcome, Untestable
 
 # %% auto #0
 __all__ = ['TINY', 'FEDGG_METHODS', 'BETAS', 'PAPER_DATA', 'PAPER_PIPELINE', 'PAPER_WEIGHT_DECAY', 'MINI_DATA', 'MINI_ROUNDS',
@@ -37,8 +38,7 @@ __all__ = ['TINY', 'FEDGG_METHODS', 'BETAS', 'PAPER_DATA', 'PAPER_PIPELINE', 'PA
            'GRID_METHODS', 'GRID_SETTING', 'FEDGG_SETTINGS', 'TABLE_SETTINGS', 'EARLY_ROUNDS', 'EARLY_SHARE',
            'MECHANISM', 'INERT_LEVEL', 'TERM', 'INERT_WHY', 'MARGINS', 'TEXT_MARGIN', 'SPEED_UPS', 'FEDGG_CLAIMS',
            'FEDGG_METRICS', 'FEDGG_FEEDS', 'FEDGG', 'cosine_loss', 'cosine_correction', 'FedGG', 'trace_correction',
-           'speed_up', 'fedgg_cells', 'early_accuracy', 'mechanism_cells', 'plot_mechanism', 'path_bound', 'Inert',
-           'Refuted', 'Stable', 'Engaged']
+           'speed_up', 'fedgg_cells', 'early_accuracy', 'mechanism_cells', 'plot_mechanism', 'path_bound']
 
 # %% ../nbs/13_fedgg.ipynb #eb04843c
 def cosine_loss(w: torch.Tensor, base: torch.Tensor, g_hat: torch.Tensor) -> torch.Tensor:
@@ -440,89 +440,12 @@ INERT_WHY = (
 )
 
 
-@dataclass(frozen=True)
-class Inert:
-    """`comparison`, of FedGG where its term is inert at any scale by the chapter's bound: not testable, by analysis,
-    with `why`. The comparison stays declared: it is what a run where the term engages would be judged by."""
-
-    comparison: object = None
-    why: str = INERT_WHY
-    basis: ClassVar[Basis] = Basis.ANALYSIS
-
-    def __getattr__(self, k):  # the comparison's setting, methods and metric, for the paper's checks of its names
-        if k.startswith('_') or k in ('comparison', 'why'):
-            raise AttributeError(k)
-        return getattr(self.comparison, k)
-
-    def judge(self, cells: pd.DataFrame) -> Judged:
-        raise Untestable(f'by analysis: {self.why}')
+def _inert(comparison=None, why: str = INERT_WHY) -> Inert:
+    "`comparison` decided by the chapter's bound: not testable, by analysis (`why`: at the paper's μ, η and ρ)."
+    return Inert(comparison, why)
 
 
-@dataclass(frozen=True)
-class Refuted(Derived):
-    "A claim the chapter's derivation contradicts at any scale: not reproduced, by analysis."
-
-    def judge(self, cells: pd.DataFrame) -> Judged:
-        return Judged(Outcome.NOT_REPRODUCED, self.evidence, self.where, 1.0, 0.0)
-
-
-@dataclass(frozen=True)
-class Stable:
-    """`method` trains without diverging, collapsing or failing to learn in `setting`, on every seed: the mirror of the
-    protocol's `Fails`, read from the runs' health (a run's own failure is in every cell of it)."""
-
-    setting: str
-    method: str
-    metric: str = 'best ACC'
-    basis: ClassVar[Basis] = Basis.EMPIRICAL
-
-    def judge(self, cells: pd.DataFrame) -> Judged:
-        g = cells[
-            (cells['setting'] == self.setting) & (cells['method'] == self.method) & (cells['metric'] == self.metric)
-        ]
-        if len(g) < MIN_SEEDS:
-            raise Untestable(f'{self.setting}, {self.method}: {len(g)} seeds to compare, at least {MIN_SEEDS} needed')
-        failed = [f'seed {s} {h}' for s, h in zip(g['seed'], g['health']) if Kind(h) in FAILURES]
-        n = len(failed)
-        outcome = Outcome.REPRODUCED if n == 0 else Outcome.NOT_REPRODUCED if n == len(g) else Outcome.INCONCLUSIVE
-        seeds, why = ', '.join(map(str, g['seed'])), ': ' + ', '.join(failed) if n else ''
-        ev = (
-            f"{self.setting} {self.method} {self.metric} [{', '.join(f'{v:.3g}' for v in g['value'])}] "
-            f'(seeds {seeds}; failed on {n} of {len(g)}{why})'
-        )
-        return Judged(outcome, ev, '', float(n > 0), float(n < len(g)))
-
-
-@dataclass(frozen=True)
-class Engaged:
-    """`comparison` on the seeds where the term of at least one of `methods` engages: a seed on which every one of them
-    logged a correction under `level` of the gradient (`TERM`) is left out, its runs FedAvg's there. The protocol's
-    mechanism rule, per comparison, for the fixed weight, which no bound decides."""
-
-    comparison: object
-    methods: tuple
-    level: float = INERT_LEVEL
-    basis: ClassVar[Basis] = Basis.EMPIRICAL
-
-    def __getattr__(self, k):
-        if k.startswith('_') or k in ('comparison', 'methods', 'level'):
-            raise AttributeError(k)
-        return getattr(self.comparison, k)
-
-    def judge(self, cells: pd.DataFrame) -> Judged:
-        st = self.comparison.setting
-        term = cells[(cells['setting'] == st) & (cells['metric'] == TERM) & cells['method'].isin(self.methods)]
-        size = term.pivot_table(index='seed', columns='method', values='value', aggfunc='first')
-        marked = cells.copy()
-        for seed, row in size.iterrows():
-            if len(row.dropna()) == len(self.methods) and (row < self.level).all():
-                at = (marked['setting'] == st) & marked['method'].isin(self.methods) & (marked['seed'] == seed)
-                at &= marked['health'] == Kind.OK.value
-                why = ', '.join(f'{m} {v:.2g}' for m, v in row.items())
-                marked.loc[at, ['health', 'detail']] = [Kind.INERT.value, f'{TERM}: {why}, under {self.level:g}']
-        return self.comparison.judge(marked)
-
-
+_engaged = lambda comparison, methods: Engaged(comparison, methods, TERM, INERT_LEVEL)
 _BASELINES = ('FedAvg', 'FedProx', 'SCAFFOLD')
 _higher = lambda st, metric, a, b, **kw: Compare(st, metric, a, b, 'higher', **kw)
 _at = lambda beta: [f'{d} (β={beta})' for d in PAPER_DATA]
@@ -563,21 +486,21 @@ FEDGG_CLAIMS = [
     Claim(
         'C1',
         "FedGG's highest accuracy is at least every baseline's in all six settings (Tables 1 and 2)",
-        tuple(Inert(_higher(st, 'best ACC', 'FedGG', m)) for st in TABLE_SETTINGS for m in _BASELINES),
+        tuple(_inert(_higher(st, 'best ACC', 'FedGG', m)) for st in TABLE_SETTINGS for m in _BASELINES),
     ),
     Claim(
         'C2',
         'At β = 0.1 FedGG leads the second-best method by 0.5 (SVHN), 2.2 (CIFAR-10) and 1.9 points (CIFAR-100; the '
         'text says 2.9) (Table 2, §4.2): each margin within half to twice the paper\'s (CIFAR-100: 0.95 to 5.8 points, '
         'both of its numbers inside)',
-        tuple(Inert(_margin_band(st)) for st in _at(0.1)),
+        tuple(_inert(_margin_band(st)) for st in _at(0.1)),
     ),
     Claim(
         'C3',
         "FedGG's margin is larger at β = 0.1 than at β = 0.5 on every dataset (§4.2; Tables 1-2: 0.5, 2.2, 1.9 against "
         '0.3, 1.0, 0.6 points)',
         tuple(
-            Inert(_higher(f'{d} (β=0.1)', 'margin over the best baseline', 'FedGG', 'FedGG', setting_b=f'{d} (β=0.5)'))
+            _inert(_higher(f'{d} (β=0.1)', 'margin over the best baseline', 'FedGG', 'FedGG', setting_b=f'{d} (β=0.5)'))
             for d in PAPER_DATA
         ),
     ),
@@ -585,7 +508,7 @@ FEDGG_CLAIMS = [
         'C3b',
         'At β = 0.5 FedGG leads the second-best method by 0.3 (SVHN, over FedProx), 1.0 (CIFAR-10) and 0.6 points '
         "(CIFAR-100, both over SCAFFOLD) (Table 1): each within half to twice the paper's",
-        tuple(Inert(_margin_band(st)) for st in _at(0.5)),
+        tuple(_inert(_margin_band(st)) for st in _at(0.5)),
     ),
     Claim(
         'C4',
@@ -600,16 +523,16 @@ FEDGG_CLAIMS = [
         'C5',
         "FedGG reaches FedAvg's round-100 accuracy in fewer rounds than every baseline in every setting (Tables 3 and "
         '4: 65, 47 and 70 rounds at β = 0.5, 75, 38 and 57 at β = 0.1)',
-        tuple(Inert(Compare(st, 'rounds to target', 'FedGG', m)) for st in TABLE_SETTINGS for m in _BASELINES),
+        tuple(_inert(Compare(st, 'rounds to target', 'FedGG', m)) for st in TABLE_SETTINGS for m in _BASELINES),
     ),
     Claim(
         'C5b',
         "FedGG's speed-up over FedAvg is 1.53, 2.12 and 1.42 at β = 0.5 and 1.33, 2.63 and 1.75 at β = 0.1, the "
         'largest, 2.63×, on CIFAR-10 at β = 0.1 (Tables 3-4; abstract, §4.3, conclusion): each within half to twice '
         "the paper's saving, 1 + (s - 1)/2 to 1 + 2(s - 1), and CIFAR-10's at β = 0.1 above every other setting's",
-        tuple(Inert(_speed_band(st)) for st in TABLE_SETTINGS)
+        tuple(_inert(_speed_band(st)) for st in TABLE_SETTINGS)
         + tuple(
-            Inert(_higher('CIFAR-10 (β=0.1)', 'speed-up', 'FedGG', 'FedGG', setting_b=st))
+            _inert(_higher('CIFAR-10 (β=0.1)', 'speed-up', 'FedGG', 'FedGG', setting_b=st))
             for st in TABLE_SETTINGS
             if st != 'CIFAR-10 (β=0.1)'
         ),
@@ -633,7 +556,7 @@ FEDGG_CLAIMS = [
         (
             _higher(GRID_SETTING, 'best ACC', 'FedGG (μ=0.01)', 'FedGG (μ=1)'),
             _higher(GRID_SETTING, 'best ACC', 'FedGG (μ=0.01)', 'FedGG (μ=0.1)'),
-            Inert(
+            _inert(
                 _higher(GRID_SETTING, 'best ACC', 'FedGG (μ=0.01)', 'FedGG (μ=0.001)'),
                 'at μ = 0.01 and 0.001 the correction is at most 1e-03 and 1e-04 of each client\'s path (the FedGG '
                 "chapter's bound): both runs are FedAvg's to that, at any scale",
@@ -643,22 +566,22 @@ FEDGG_CLAIMS = [
     Claim(
         'C7b',
         'FedGG trains stably with the adaptive weight at every μ of the grid (§4.4, Figure 3a)',
-        tuple(Stable(GRID_SETTING, f'FedGG (μ={mu:g})') for mu in MU_GRID),
+        tuple(Stable(GRID_SETTING, f'FedGG (μ={mu:g})', 'best ACC') for mu in MU_GRID),
     ),
     Claim(
         'C8',
         "With a fixed weight, λ = 5·10⁻⁸ is the best of the paper's grid and λ = 10⁻⁷ diverges (§4.4, Figure 3b); "
         "judged where a compared run's term engages (its correction at least 1e-3 of the gradient)",
         (
-            Engaged(
+            _engaged(
                 _higher(GRID_SETTING, 'best ACC', 'FedGG (λ=5e-08)', 'FedGG (λ=1e-08)'),
                 ('FedGG (λ=5e-08)', 'FedGG (λ=1e-08)'),
             ),
-            Engaged(
+            _engaged(
                 _higher(GRID_SETTING, 'best ACC', 'FedGG (λ=5e-08)', 'FedGG (λ=1e-07)'),
                 ('FedGG (λ=5e-08)', 'FedGG (λ=1e-07)'),
             ),
-            Engaged(Fails(GRID_SETTING, 'FedGG (λ=1e-07)', 'best ACC'), ('FedGG (λ=1e-07)',)),
+            _engaged(Fails(GRID_SETTING, 'FedGG (λ=1e-07)', 'best ACC'), ('FedGG (λ=1e-07)',)),
         ),
     ),
     Claim(
@@ -703,7 +626,7 @@ FEDGG_CLAIMS = [
         "The loss guides the local updates toward the global update (§3.2): FedGG's local displacement cosine c is "
         "higher than FedAvg's (FedAvg's c read from the λ = 10⁻⁸ run, whose correction is 1e-8 of the gradient)",
         (
-            Inert(
+            _inert(
                 _higher(GRID_SETTING, 'c', 'FedGG (μ=0.01)', 'FedGG (λ=1e-08)'),
                 "at μ = 0.01 the correction is at most 1e-03 of each client's path (the FedGG chapter's bound), so it "
                 "moves a client's displacement, and its cosine with the global update, by at most that share: c is "
@@ -726,18 +649,19 @@ FEDGG_CLAIMS = [
         'C12',
         "Early in training FedGG's accuracy is clearly above the other methods' (§4.3, Figure 2): its mean accuracy "
         "over the first fifth of the rounds above every baseline's in every setting",
-        tuple(Inert(_higher(st, 'early ACC', 'FedGG', m)) for st in TABLE_SETTINGS for m in _BASELINES),
+        tuple(_inert(_higher(st, 'early ACC', 'FedGG', m)) for st in TABLE_SETTINGS for m in _BASELINES),
     ),
     Claim(
         'C13',
         'Although the adaptive weight is small, the gradient of the model-cosine loss is of a large order, so that the '
         'loss reasonably affects the local update (§4.4)',
         (
-            Refuted(
+            Derived(
                 "eq. 12's ‖d‖ cancels the 1/‖d‖ of eq. 11: the correction is μ s_m |sin θ| ≤ μη‖v_{m-1}‖, at most "
                 'μη = 1e-04 of the velocity it joins and, over a round, μη/(1 - ρ) = 1e-03 of the path, at the '
                 "paper's μ = η = 0.01 and momentum 0.9, at any scale",
                 _PATH,
+                holds=False,
             ),
         ),
     ),
@@ -752,8 +676,8 @@ FEDGG_CLAIMS = [
         'The best adaptive (μ = 0.01) and fixed (λ = 5·10⁻⁸) weights perform very close to each other (§4.4, Figure '
         "3): neither's best accuracy above the other's by more than a point",
         (
-            Inert(NotAbove(GRID_SETTING, 'best ACC', 'FedGG (μ=0.01)', 'FedGG (λ=5e-08)', 0.01)),
-            Inert(NotAbove(GRID_SETTING, 'best ACC', 'FedGG (λ=5e-08)', 'FedGG (μ=0.01)', 0.01)),
+            _inert(NotAbove(GRID_SETTING, 'best ACC', 'FedGG (μ=0.01)', 'FedGG (λ=5e-08)', 0.01)),
+            _inert(NotAbove(GRID_SETTING, 'best ACC', 'FedGG (λ=5e-08)', 'FedGG (μ=0.01)', 0.01)),
         ),
     ),
     Claim(
@@ -761,7 +685,7 @@ FEDGG_CLAIMS = [
         'The model-cosine loss reduces the divergence between the local and the global models, and FedGG\'s gains, the '
         'larger ones at β = 0.1 included, are due to it (§1, §3.2, §4.2, §4.3, conclusion)',
         (
-            Inert(
+            _inert(
                 why="at μ = 0.01 the loss changes each client's round displacement by at most 1e-03 of its path (the "
                 'FedGG chapter\'s bound): any reduction of divergence it makes is at most that, and no gain at the '
                 "paper's μ can be credited to it; no divergence is measured, here or in the paper"

@@ -29,9 +29,10 @@ __all__ = ['FAILURES', 'OK', 'BEST_ACC', 'FINAL_ACC', 'ROUNDS', 'SHOWN_FIELDS', 
            'sweep_rows', 'sweep_view', 'seed_cells', 'split_health', 'write_seed_csv', 'read_seed_csv',
            'read_seed_csvs', 'param_sweep', 'tuned_params', 'seed_flags', 'table_rows', 'unrun_rows', 'paper_view',
            'plot_curves', 'Judged', 'Untestable', 'sign_flip', 'effect', 'Compare', 'Band', 'Never', 'NotAbove', 'Same',
-           'Interior', 'Fails', 'Elsewhere', 'OtherQuantity', 'Exact', 'Derived', 'Claim', 'holm', 'combine', 'counts',
-           'basis', 'judge', 'paper_artefacts', 'reader_coverage', 'report_papers', 'default_jobs', 'committed_results',
-           'artefact_tables', 'artefact_sources', 'paper_cells', 'report_verdicts', 'verdict_summary', 'SCALES']
+           'Interior', 'Fails', 'Stable', 'Elsewhere', 'OtherQuantity', 'Exact', 'Derived', 'Inert', 'Engaged', 'Claim',
+           'holm', 'combine', 'counts', 'basis', 'judge', 'paper_artefacts', 'reader_coverage', 'report_papers',
+           'default_jobs', 'committed_results', 'artefact_tables', 'artefact_sources', 'paper_cells', 'report_verdicts',
+           'verdict_summary', 'SCALES']
 
 # %% ../nbs/09a_repro.ipynb #200c5cdc
 class Word(str, Enum):
@@ -1237,6 +1238,28 @@ class Fails:
 
 
 @dataclass(frozen=True)
+class Stable:
+    """`method` trains without diverging, collapsing or failing to learn in `setting` on every seed: the mirror of
+    `Fails`, read from the runs' health."""
+
+    setting: str
+    method: str
+    metric: str = 'ACC'
+    basis: ClassVar[Basis] = Basis.EMPIRICAL
+
+    def judge(self, cells: pd.DataFrame) -> Judged:
+        failed = Fails(self.setting, self.method, self.metric).judge(cells)
+        outcome = {Outcome.REPRODUCED: Outcome.NOT_REPRODUCED, Outcome.NOT_REPRODUCED: Outcome.REPRODUCED}
+        return Judged(
+            outcome.get(failed.outcome, failed.outcome),
+            failed.evidence,
+            failed.excluded,
+            failed.p_against,
+            failed.p_for,
+        )
+
+
+@dataclass(frozen=True)
 class Elsewhere:
     "A claim this reproduction cannot test, and why (another chapter tests it, or a setting needs data not here)."
 
@@ -1277,9 +1300,64 @@ class Exact:
 @dataclass(frozen=True)
 class Derived(Exact):
     """A claim decided by a derivation in the chapter that holds at any scale (a bound on a term's size, a closed form):
-    `evidence` states the result, `where` the derivation, checked numerically there."""
+    `evidence` states the result, `where` the derivation, checked numerically there; `holds=False` when the derivation
+    contradicts the claim (not reproduced, by analysis)."""
 
+    holds: bool = True
     basis: ClassVar[Basis] = Basis.ANALYSIS
+
+    def judge(self, cells: pd.DataFrame) -> Judged:
+        outcome = Outcome.REPRODUCED if self.holds else Outcome.NOT_REPRODUCED
+        return Judged(outcome, self.evidence, self.where, float(not self.holds), float(self.holds))
+
+
+class _Wraps:
+    "A comparison wrapped by a rule: its setting, methods and metric are the comparison's (for a paper's name checks)."
+
+    def __getattr__(self, k):
+        if k.startswith('_') or k in self.__dataclass_fields__:
+            raise AttributeError(k)
+        return getattr(self.comparison, k)
+
+
+@dataclass(frozen=True)
+class Inert(_Wraps):
+    """`comparison`, which no run can decide because a derivation in the chapter bounds the compared method's own term
+    inert at any scale: not testable here, by analysis, with `why`. The comparison stays declared: it is what a run
+    where the term engages would be judged by."""
+
+    comparison: object = None
+    why: str = ''
+    basis: ClassVar[Basis] = Basis.ANALYSIS
+
+    def judge(self, cells: pd.DataFrame) -> Judged:
+        raise Untestable(f'by analysis: {self.why}')
+
+
+@dataclass(frozen=True)
+class Engaged(_Wraps):
+    """`comparison` on the seeds where the own term of at least one of `methods` engages: a seed on which each of them
+    logged its `term` (a cell's metric: the term's size) under `level` is left out, its runs their base method's there.
+    The mechanism rule per comparison, where a paper's `mechanisms` would gate every cell of a method."""
+
+    comparison: object
+    methods: tuple
+    term: str
+    level: float
+    basis: ClassVar[Basis] = Basis.EMPIRICAL
+
+    def judge(self, cells: pd.DataFrame) -> Judged:
+        st = self.comparison.setting
+        size = cells[(cells['setting'] == st) & (cells['metric'] == self.term) & cells['method'].isin(self.methods)]
+        size = size.pivot_table(index='seed', columns='method', values='value', aggfunc='first')
+        marked = cells.copy()
+        for seed, row in size.iterrows():
+            if len(row.dropna()) == len(self.methods) and (row < self.level).all():
+                at = (marked['setting'] == st) & marked['method'].isin(self.methods) & (marked['seed'] == seed)
+                at &= marked['health'] == Kind.OK.value
+                why = ', '.join(f'{m} {v:.2g}' for m, v in row.items())
+                marked.loc[at, ['health', 'detail']] = [Kind.INERT.value, f'{self.term}: {why}, under {self.level:g}']
+        return self.comparison.judge(marked)
 
 
 def _judge_one(comparison, cells: pd.DataFrame) -> Judged:
