@@ -4,7 +4,11 @@
 
 # %% ../nbs/07a_jobs.ipynb #5190487f
 from __future__ import annotations
+import os
 import shutil
+import signal
+import tempfile
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 import fedrepro
@@ -12,7 +16,7 @@ from .core import check, environment_set, get_device
 
 # %% auto #0
 __all__ = ['SCALES', 'repro_dir', 'reproductions', 'job_path', 'job_parameters', 'jobs', 'check_job', 'all_or_nothing',
-           'quiet_kernel', 'run_options', 'reproduce']
+           'quiet_kernel', 'end_group', 'job_lock', 'run_options', 'reproduce']
 
 # %% ../nbs/07a_jobs.ipynb #134b0239
 SCALES = ('paper', 'mini', 'smoke')
@@ -114,13 +118,26 @@ def _stem(name: str, extra: dict) -> str:
     return name + ''.join(f'_{v}' for k, v in extra.items() if k not in _HOW)
 
 
+def _recover(out: Path, stem: str):
+    """Put back what a job of `stem` killed outright (`kill -9`) left half done in `out`: the CSVs it had set aside,
+    and its notebook as `<stem>.failed.ipynb`. Called under the job's lock, so whoever wrote them is gone."""
+    for k in out.glob(f'.{stem}.csv.*.previous'):
+        k.replace(out / f'{stem}.csv')
+    for k in out.glob(f'.{stem}_seeds.csv.*.previous'):
+        k.replace(out / f'{stem}_seeds.csv')
+    for r in out.glob(f'.{stem}.*.running.ipynb'):
+        r.replace(out / f'{stem}.failed.ipynb')
+
+
 def all_or_nothing(out: Path, stem: str, execute) -> Path:
-    "Run `execute`, which writes a job's notebook and CSVs in `out`: they replace the previous ones, or none do."
-    csvs = [out / f'{stem}.csv', out / f'{stem}_seeds.csv']
-    kept = {p: p.with_name(f'.{p.name}.previous') for p in csvs if p.exists()}
+    """Run `execute`, which writes a job's notebook and CSVs in `out`: they replace the previous ones, or none do. Its
+    temporary files carry this process's id, so no other job's can be mistaken for them."""
+    _recover(out, stem)
+    csvs, tag = [out / f'{stem}.csv', out / f'{stem}_seeds.csv'], os.getpid()
+    kept = {p: p.with_name(f'.{p.name}.{tag}.previous') for p in csvs if p.exists()}
     for p, k in kept.items():
         shutil.copy2(p, k)
-    running, failed = out / f'.{stem}.running.ipynb', out / f'{stem}.failed.ipynb'
+    running, failed = out / f'.{stem}.{tag}.running.ipynb', out / f'{stem}.failed.ipynb'
     try:
         execute(running)
     except BaseException:
@@ -137,11 +154,10 @@ def all_or_nothing(out: Path, stem: str, execute) -> Path:
     return running.replace(out / f'{stem}.ipynb')
 
 
-def quiet_kernel() -> dict:
+def quiet_kernel(sockets: Path | None = None, started=None) -> dict:
     """papermill's keyword for a kernel on local sockets (POSIX): nothing else on the machine can connect to it, and
-    ipykernel has nothing to warn about."""
-    import os
-
+    ipykernel has nothing to warn about. The socket files go in the folder `sockets` (default: the kernel's working
+    directory); `started(pid)` is told the kernel's process id, which is also its process group's."""
     if os.name != 'posix':
         return {}
     from jupyter_client.manager import AsyncKernelManager
@@ -152,7 +168,86 @@ def quiet_kernel() -> dict:
         def _transport(self):
             return 'ipc'
 
+        @default('ip')
+        def _ip_default(self):
+            return str(Path(sockets) / 'kernel') if sockets else 'kernel-ipc'
+
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            await super()._async_launch_kernel(kernel_cmd, **kw)
+            if started is not None:
+                started(self.provisioner.pid)
+
     return {'kernel_manager_class': LocalSocketKernelManager}
+
+
+def _group(pgid: int, cwd: Path) -> list[int]:
+    """The live processes of process group `pgid` working in `cwd`: what a job's kernel (a session of its own, in
+    `out`) and its workers are (Linux's /proc; elsewhere none)."""
+    pids = []
+    for d in Path('/proc').glob('[0-9]*'):
+        try:
+            fields = d.joinpath('stat').read_text().rsplit(')', 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != 'Z' and Path(os.readlink(d / 'cwd')) == cwd:
+                pids.append(int(d.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return pids
+
+
+def end_group(pgid: int | None, cwd: Path) -> int:
+    "End what is left of a job's kernel, process group `pgid` working in `cwd`, and its workers; returns how many."
+    pids = _group(pgid, cwd) if pgid else []
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+    return len(pids)
+
+
+@contextmanager
+def job_lock(out: Path, stem: str):
+    """Hold `out/.<stem>.lock` while job `stem` runs into `out`: a second job of that name into that folder is refused
+    in one line, naming the process that runs it. Inside, `record(pid)` notes the job's kernel in the lock file, so the
+    next job can end whatever a killed one left running."""
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): unlocked
+        yield lambda pid: None
+        return
+    path = out / f'.{stem}.lock'
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors='replace').split()
+            os.close(fd)
+            raise RuntimeError(
+                f"{stem} is already being reproduced into {out} by process {holder[0] if holder else '?'}: "
+                'wait for it to finish, or use another --out'
+            ) from None
+        try:
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                break  # not a lock file its holder has just removed
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
+        left = os.pread(fd, 64, 0).decode(errors='replace').split()
+        if len(left) > 1 and left[1].isdecimal() and (n := end_group(int(left[1]), out)):
+            warnings.warn(f'ended {n} processes that a killed job of {stem} left running in {out}')
+
+        def record(pid: int):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f'{os.getpid()} {pid}\n'.encode(), 0)
+
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f'{os.getpid()}\n'.encode(), 0)
+        yield record
+    finally:
+        path.unlink(missing_ok=True)
+        os.close(fd)
 
 
 @contextmanager
@@ -194,7 +289,9 @@ def reproduce(
     params = dict(scale=scale, device=device, data_root=str(Path(data_root).resolve()), out_dir=str(out), **extra)
     if seeds is not None:
         params['seeds'] = list(seeds)
-    stem = _stem(name, extra)
+    stem, kernel = _stem(name, extra), []
+    sockets = Path(tempfile.mkdtemp(prefix='fedrepro-'))  # the kernel's socket files: never in `out`
+    started = lambda pid: (kernel.append(pid), record(pid))
     execute = lambda path: pm.execute_notebook(
         str(job_path(name)),
         str(path),
@@ -202,13 +299,18 @@ def reproduce(
         kernel_name='python3',
         cwd=str(out),
         progress_bar=progress,
-        **quiet_kernel(),
+        **quiet_kernel(sockets, started),
     )
     try:
-        with run_options(runs_per_gpu, deterministic):
-            return all_or_nothing(out, stem, execute)
+        with job_lock(out, stem) as record, run_options(runs_per_gpu, deterministic):
+            try:
+                return all_or_nothing(out, stem, execute)
+            finally:
+                end_group(kernel[-1] if kernel else None, out)  # an interrupted job's kernel and workers too
     except pm.PapermillExecutionError as e:
         raise RuntimeError(
             f'{name} failed at cell {e.exec_count}: {e.ename}: {e.evalue} (the previous results are kept; '
             f'the failed notebook is {out / stem}.failed.ipynb)'
         ) from None
+    finally:
+        shutil.rmtree(sockets, ignore_errors=True)
