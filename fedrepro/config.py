@@ -38,6 +38,27 @@ def _plain(v):
     return v
 
 
+def _check_option(name: str, v, default):
+    """Model option `name`'s value `v`, of the kind its `default` is: True or False; a count (a width, a number of
+    groups, `padding` >= 0); widths (a list of counts, or one count); a finite number; text."""
+    least = 0 if name == 'padding' else 1
+    count = lambda x: isinstance(x, int) and not isinstance(x, bool) and x >= least
+    if isinstance(default, bool):
+        ok, what = isinstance(v, bool), 'True or False'
+    elif isinstance(default, int):
+        ok, what = count(v), f'an integer >= {least}'
+    elif isinstance(default, (tuple, list)):
+        ok = count(v) or (isinstance(v, (list, tuple)) and all(count(x) for x in v))
+        what = f'a list of integers >= {least} (widths), e.g. {list(default)}'
+    elif isinstance(default, float):
+        ok, what = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v), 'a finite number'
+    elif isinstance(default, str):
+        ok, what = isinstance(v, str), 'text'
+    else:
+        return
+    check(ok, f'model_params[{name!r}]', v, what)
+
+
 # float fields: an int given is stored as a float
 _FLOATS = ('lr', 'momentum', 'weight_decay', 'dp_clip', 'dp_noise', 'dp_delta')
 
@@ -50,7 +71,7 @@ def _without_defaults(params: dict, defaults: dict) -> dict:
     }
 
 
-_NOT_HASHED = ('data_root', 'download', 'checkpoint_every')
+_NOT_HASHED = ('data_root', 'download', 'checkpoint_every', 'gpus_per_run')  # where a run goes, not what it computes
 _HASHED_WHEN_SET = {
     'momentum': 0.0,
     'weight_decay': 0.0,
@@ -114,6 +135,7 @@ class ExperimentConfig:
     device: str = 'auto'
     data_root: str = 'data'
     download: bool = False  # let torchvision fetch missing data where it can
+    gpus_per_run: float | None = None  # on Ray, the GPUs this run's task asks for (None: the grid's `gpus_per_run`)
 
     def __post_init__(self):
         for f in fields(self):
@@ -231,11 +253,15 @@ class ExperimentConfig:
             object.__setattr__(self, 'augment', 'dataset')
 
     def _check_model(self):
-        """Build the model with its options on the meta device (no memory, no time): an option it refuses is refused
-        here, by name."""
+        """Each model option checked by the kind of its default (a width: an integer >= 1, or a list of them), then the
+        model built with them on the meta device (no memory, no time): an option it refuses is refused here, by name."""
         if not self.model_params:
             return
         import torch
+
+        defaults = {k: p.default for k, p in inspect.signature(MODELS[self.model]).parameters.items()}
+        for k, v in self.model_params.items():
+            _check_option(k, v, defaults.get(k, 1))
 
         d = DATASETS[self.dataset]
         try:
