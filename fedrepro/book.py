@@ -138,6 +138,9 @@ def build_book(root=None, results=None, quarto: bool = False) -> Path:
             str(results),
             'a folder `fedrepro reproduce --out` wrote executed notebooks into',
         )
+        from fedrepro.repro import artefact_sources
+
+        artefact_sources(results)  # every CSV the report will read, checked now: a damaged one refused in one line
     root = project_root(root)
     proc = process(root)
     if results:

@@ -23,16 +23,17 @@ from .jobs import SCALES  # the scales a job runs at, defined once in fedrepro.j
 # %% auto #0
 __all__ = ['FAILURES', 'OK', 'BEST_ACC', 'FINAL_ACC', 'ROUNDS', 'SHOWN_FIELDS', 'MIN_SEEDS', 'SEEDS', 'SWEEP_SEEDS', 'DATA_DIR',
            'PRINTED_COLUMNS', 'LEARNED_FACTOR', 'LOSS_EXPLOSION', 'PLATEAU_POINTS', 'SEED_COLUMNS', 'ALPHA', 'OUTCOMES',
-           'VERDICT_COLUMNS', 'Word', 'Outcome', 'Basis', 'Kind', 'Health', 'MetricKind', 'Metric', 'Mechanism',
-           'Setting', 'Paper', 'paper_numbers', 'learned_level', 'run_health', 'plateau', 'loss_health',
+           'VERDICT_COLUMNS', 'TABLE_COLUMNS', 'Word', 'Outcome', 'Basis', 'Kind', 'Health', 'MetricKind', 'Metric',
+           'Mechanism', 'Setting', 'Paper', 'paper_numbers', 'learned_level', 'run_health', 'plateau', 'loss_health',
            'reference_health', 'target_health', 'margin_cell', 'mechanism_health', 'run_table', 'lr_sweep', 'mini_lr',
            'sweep_rows', 'sweep_view', 'seed_cells', 'split_health', 'write_seed_csv', 'read_seed_csv',
            'read_seed_csvs', 'param_sweep', 'tuned_params', 'seed_flags', 'table_rows', 'unrun_rows', 'paper_view',
            'plot_curves', 'Judged', 'Untestable', 'sign_flip', 'effect', 'Compare', 'Band', 'Never', 'NotAbove', 'Same',
            'Interior', 'Fails', 'Stable', 'Elsewhere', 'OtherQuantity', 'Exact', 'Derived', 'Inert', 'Engaged', 'Claim',
            'holm', 'combine', 'counts', 'basis', 'judge', 'paper_artefacts', 'reader_coverage', 'report_papers',
-           'default_jobs', 'committed_results', 'artefact_tables', 'artefact_sources', 'paper_cells', 'report_verdicts',
-           'verdict_summary', 'SCALES']
+           'default_jobs', 'committed_results', 'artefact_tables', 'DamagedCSV', 'read_text_csv', 'check_table_csv',
+           'check_seed_csv', 'check_artefact', 'artefact_sources', 'paper_cells', 'report_verdicts', 'verdict_summary',
+           'SCALES']
 
 # %% ../nbs/09a_repro.ipynb #200c5cdc
 class Word(str, Enum):
@@ -1488,22 +1489,152 @@ def artefact_tables(folder: Path, name: str) -> list[Path]:
     )
 
 
+TABLE_COLUMNS = ['setting', 'method', 'metric', 'paper', 'ours', 'scale', 'seeds']  # a job's `<name>.csv`
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+class DamagedCSV(ValueError):
+    "A CSV the report reads that is not as its job writes it: the file, its first bad row and what is wrong."
+
+    def __init__(self, path, row: int | None, why: str):
+        where = f' at row {row + 1} (line {row + 2})' if row is not None else ''
+        super().__init__(
+            f'{path} is damaged{where}: {why}; re-run the job that wrote it (fedrepro reproduce) or remove it'
+        )
+
+
+def read_text_csv(path, columns: list) -> pd.DataFrame:
+    """CSV `path` as text cells (empty ones ''), refused in one line (`DamagedCSV`) unless it reads as text, its header
+    is `columns`, every row has one cell per column and the last row ends."""
+    import csv
+    import io
+
+    try:
+        text = Path(path).read_bytes().decode('utf-8')
+        rows = list(csv.reader(io.StringIO(text, newline='')))
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise DamagedCSV(path, None, f'not a text CSV ({type(e).__name__}: {e})') from None
+    if not rows or rows[0] != columns:
+        raise DamagedCSV(path, None, f'its header is {rows[0] if rows else "missing"}, not {columns}')
+    for i, r in enumerate(rows[1:]):
+        if len(r) != len(columns):
+            raise DamagedCSV(path, i, f'{len(r)} cells, not {len(columns)} (cut short?)')
+    if not text.endswith('\n'):
+        raise DamagedCSV(path, len(rows) - 2, 'the file ends inside this row (cut short?)')
+    return pd.DataFrame(rows[1:], columns=columns, dtype=object)
+
+
+def _first_bad(path, df: pd.DataFrame, bad: pd.Series, why: str):
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise DamagedCSV(path, i, f'{why}: {df.iloc[i].to_dict()}')
+
+
+def check_table_csv(path) -> pd.DataFrame:
+    """A job's table `<name>.csv` (`TABLE_COLUMNS`), each cell checked: names not empty, `ours` a number, '-' (never
+    reached) or empty, a known scale, seeds as '0,1,2'; refused at its first bad row (`DamagedCSV`). As read_csv reads
+    it."""
+    from fedrepro.jobs import SCALES
+
+    t = read_text_csv(path, TABLE_COLUMNS)
+    _first_bad(path, t, (t[['setting', 'method', 'metric']] == '').any(axis=1), 'a setting, method or metric is empty')
+    _first_bad(path, t, ~t['ours'].map(lambda v: v in ('', '-') or _is_number(v)), "ours is not a number, '-' or empty")
+    _first_bad(path, t, ~t['scale'].isin(SCALES), f'scale is not one of {list(SCALES)}')
+    _first_bad(path, t, ~t['seeds'].str.fullmatch(r'(\d+(,\d+)*)?'), "seeds is not like '0,1,2'")
+    return pd.read_csv(path)
+
+
+def check_seed_csv(path, table=None, variant: str = '') -> pd.DataFrame:
+    """A per-seed file `<name>_seeds.csv` (`SEED_COLUMNS`), refused at its first bad row (`DamagedCSV`) unless each cell
+    has its type (a seed an integer, a value a number or empty, rounds an integer or empty, a known health), each
+    (setting, method, seed, metric) is there once, every seed of a setting has the same methods, and each row of its
+    `table` (`check_table_csv`'s) that names seeds finds exactly those seeds here: the rows follow from the settings,
+    methods, seeds and metrics the table declares, so a file cut short is found. As `read_seed_csv` reads it."""
+    s = read_text_csv(path, SEED_COLUMNS)
+    _first_bad(path, s, (s[['setting', 'method', 'metric']] == '').any(axis=1), 'a setting, method or metric is empty')
+    _first_bad(path, s, ~s['seed'].str.fullmatch(r'\d+'), 'seed is not an integer >= 0')
+    _first_bad(path, s, ~s['value'].map(lambda v: v == '' or _is_number(v)), 'value is not a number or empty')
+    _first_bad(path, s, ~s['rounds'].str.fullmatch(r'\d*'), 'rounds is not an integer or empty')
+    _first_bad(path, s, ~s['health'].isin([k.value for k in Kind]), f'health is not one of {[k.value for k in Kind]}')
+    _first_bad(path, s, s.duplicated(['setting', 'method', 'seed', 'metric']), 'a cell a row above holds already')
+    methods, per_seed, last, held = {}, {}, {}, {}
+    for i, (setting, method, seed, metric) in enumerate(zip(s['setting'], s['method'], s['seed'], s['metric'])):
+        methods.setdefault(setting, set()).add(method)
+        per_seed.setdefault((setting, seed), set()).add(method)
+        last[setting, seed] = i
+        key = (setting.removesuffix(f' ({variant})') if variant else setting, method, metric)
+        held.setdefault(key, []).append(int(seed))
+    for (setting, seed), has in per_seed.items():
+        if lacks := methods[setting] - has:
+            raise DamagedCSV(path, last[setting, seed], f'{setting} seed {seed} lacks {sorted(lacks)} (cut short?)')
+    if len(s):  # the file's last (setting, seed) block, cut at a row: its cells a beginning of another seed's
+        block = lambda sd: [
+            (m, k) for st, m, x, k in zip(s['setting'], s['method'], s['seed'], s['metric']) if (st, x) == (setting, sd)
+        ]
+        setting, seed = s['setting'].iloc[-1], s['seed'].iloc[-1]
+        mine = block(seed)
+        for other in {x for st, x in per_seed if st == setting and x != seed}:
+            if len(theirs := block(other)) > len(mine) and theirs[: len(mine)] == mine:
+                raise DamagedCSV(
+                    path, len(s) - 1, f'{setting} seed {seed} ends before {theirs[len(mine)]} (cut short?)'
+                )
+    if table is not None:
+        held = {k: sorted(v) for k, v in held.items()}
+        for i, r in enumerate(table.itertuples()):
+            said = [] if pd.isna(r.seeds) else sorted(int(x) for x in str(r.seeds).split(','))
+            got = held.get((r.setting, r.method, r.metric))
+            if (got is None and said and not pd.isna(r.ours)) or (got is not None and got != said):
+                raise DamagedCSV(
+                    path,
+                    None,
+                    f'{r.setting} / {r.method} / {r.metric} has seeds {got or []}, '
+                    f'row {i + 1} of {Path(path).name.replace("_seeds", "")} declares {said} (cut short?)',
+                )
+    return read_seed_csv(path)
+
+
+def check_artefact(folder: Path, name: str, needs_seeds: bool = True) -> list[Path]:
+    """Artefact `name`'s tables in `folder` (`artefact_tables`), each checked with its per-seed file
+    (`check_table_csv`, `check_seed_csv`); a table without its per-seed file is refused where the artefact has one
+    (`needs_seeds`)."""
+    tables = artefact_tables(folder, name)
+    for t in tables:
+        table = check_table_csv(t)
+        seeds = t.with_name(f'{t.stem}_seeds.csv')
+        if seeds.is_file():
+            check_seed_csv(seeds, table, t.stem.removeprefix(name).lstrip('_'))
+        elif needs_seeds:
+            raise ValueError(
+                f'{t} has no per-seed file {seeds.name} beside it, so its verdicts cannot be judged: re-run its job '
+                f'(fedrepro reproduce {name}) or remove {t.name}'
+            )
+    return tables
+
+
 def artefact_sources(results=None) -> pd.DataFrame:
     """Every paper artefact and where its evidence is read: `results` (a `fedrepro reproduce --out` folder) where that
-    holds its CSV, else the committed `mini` run; with the scales and seeds its CSVs name."""
+    holds its CSV, else the committed `mini` run; with the scales and seeds its CSVs name. Every CSV read is checked
+    (`check_artefact`): a damaged one is refused in one line, naming the file and its first bad row."""
     committed, results = committed_results(), Path(results).resolve() if results else None
     rows = []
     order = report_papers()
     for r in paper_artefacts().sort_values('paper', key=lambda p: p.map(order.index), kind='stable').itertuples():
         folder = next((f for f in (results, committed) if f and (f / f'{r.notebook}.csv').is_file()), None)
+        needs_seeds = (committed / f'{r.notebook}_seeds.csv').is_file()
+        tables = check_artefact(folder, r.notebook, needs_seeds) if folder else []
         table = (
-            pd.concat([pd.read_csv(p) for p in artefact_tables(folder, r.notebook)])
-            if folder
+            pd.concat([read_text_csv(p, TABLE_COLUMNS) for p in tables])
+            if tables
             else pd.DataFrame(columns=['scale', 'seeds'])
         )
-        seeds = sorted(
-            {int(s) for v in table['seeds'].dropna().astype(str) for s in v.split(',') if s.strip().isdigit()}
-        )
+        seeds = sorted({int(s) for v in table['seeds'] for s in v.split(',') if s.strip().isdigit()})
         rows.append(
             dict(
                 paper=r.paper,
@@ -1511,7 +1642,7 @@ def artefact_sources(results=None) -> pd.DataFrame:
                 regenerates=r.regenerates,
                 folder=folder,
                 source='not run' if folder is None else 'this run' if folder == results else 'committed mini run',
-                scale=', '.join(dict.fromkeys(table['scale'].dropna())) or '—',
+                scale=', '.join(dict.fromkeys(s for s in table['scale'] if s)) or '—',
                 seeds=','.join(map(str, seeds)) or '—',
             )
         )
