@@ -275,6 +275,11 @@ def main(argv=None):
             from fedrepro.repro import default_jobs
 
             todo, extra, start = jobs(args.names or default_jobs()), _key_values(args.set), time.perf_counter()
+            if 'gpus_per_run' in extra:  # a Ray task's GPUs, for every run of the jobs: not a notebook parameter
+                import os
+                from fedrepro.results import GPUS_PER_RUN_ENV, gpus_per_run_requested
+
+                os.environ[GPUS_PER_RUN_ENV] = str(gpus_per_run_requested(extra.pop('gpus_per_run')))
             for name in todo:
                 check_job(name, args.scale, args.device, extra)  # all refused before the first starts
             for name in todo:

@@ -4,11 +4,16 @@
 
 # %% ../nbs/17a_flower.ipynb #354eeb32
 from __future__ import annotations
+import logging
 import math
+import os
+import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
+import pandas as pd
 import torch
-from .core import check
+from .core import atomic_write, check, write_json
 from .config import ExperimentConfig
 from .engine import Federation, sample_clients
 
@@ -16,8 +21,8 @@ if TYPE_CHECKING:  # Flower is optional: the annotations name it, nothing import
     import flwr
 
 # %% auto #0
-__all__ = ['need_flwr', 'to_records', 'from_records', 'numel', 'put_state', 'get_state', 'client_app', 'node_ids', 'run_server',
-           'server_app', 'flower_apps', 'simulate']
+__all__ = ['need_flwr', 'to_records', 'from_records', 'numel', 'put_state', 'get_state', 'client_app', 'Stopped', 'exchange',
+           'node_ids', 'run_server', 'save_result', 'server_app', 'flower_apps', 'ray_for_flower', 'simulate']
 
 # %% ../nbs/17a_flower.ipynb #9afd720d
 def need_flwr():
@@ -137,14 +142,38 @@ def client_app(cfg: ExperimentConfig) -> "flwr.clientapp.ClientApp":
     return app
 
 # %% ../nbs/17a_flower.ipynb #8f6b5254
-def node_ids(grid, num_clients: int, wait: float = 600) -> dict:
+class Stopped(RuntimeError):
+    "The server gave up waiting: its `stop` event was set (the simulation's runtime ended)."
+
+
+def _go_on(stop: threading.Event | None):
+    if stop is not None and stop.is_set():
+        raise Stopped("the Flower runtime ended before the server's rounds did")
+
+
+def exchange(grid, msgs: list, stop: threading.Event | None = None, pull_interval: float = 0.1) -> list:
+    """`grid.send_and_receive(msgs)` that gives up, raising `Stopped`, once `stop` is set: push the messages, then pull
+    their replies until every one is back."""
+    waiting, replies = set(grid.push_messages(msgs)), []
+    while waiting:
+        _go_on(stop)
+        got = list(grid.pull_messages(waiting))
+        replies += got
+        waiting -= {m.metadata.reply_to_message_id for m in got}
+        if waiting:
+            time.sleep(pull_interval)
+    return replies
+
+
+def node_ids(grid, num_clients: int, wait: float = 600, stop: threading.Event | None = None) -> dict:
     """Client id -> Flower node id, from every node's answer to a `query` message, once `num_clients` nodes are
-    online (waiting up to `wait` seconds)."""
+    online (waiting up to `wait` seconds, or until `stop` is set)."""
     need_flwr()
     from flwr.app import Message, MessageType, RecordDict
 
     t0 = time.monotonic()
     while len(ids := list(grid.get_node_ids())) < num_clients and time.monotonic() - t0 < wait:
+        _go_on(stop)
         time.sleep(0.2)
     check(
         len(ids) == num_clients,
@@ -152,7 +181,7 @@ def node_ids(grid, num_clients: int, wait: float = 600) -> dict:
         len(ids),
         f'num_clients={num_clients}: one SuperNode per client (waited {wait:g} s)',
     )
-    replies = grid.send_and_receive([Message(RecordDict(), dst_node_id=n, message_type=MessageType.QUERY) for n in ids])
+    replies = exchange(grid, [Message(RecordDict(), dst_node_id=n, message_type=MessageType.QUERY) for n in ids], stop)
     nodes = {}
     for r in replies:
         check(
@@ -171,9 +200,12 @@ def node_ids(grid, num_clients: int, wait: float = 600) -> dict:
     return nodes
 
 
-def run_server(grid, cfg: ExperimentConfig, sample=None, evaluate: bool = True) -> dict:
+def run_server(
+    grid, cfg: ExperimentConfig, sample=None, evaluate: bool = True, stop: threading.Event | None = None, report=None
+) -> dict:
     """`cfg`'s rounds over Flower's `grid`: the engine's schedule (or `sample(t)`), the method's broadcast and
-    aggregation; returns the final global state `x` and a row per round."""
+    aggregation; each round's row goes to `report(row)` when given. Returns the final global state `x`, the model's
+    `state_dict` at it (`model`) and a row per round (`history`)."""
     check(
         not cfg.eval_local,
         'eval_local',
@@ -184,7 +216,7 @@ def run_server(grid, cfg: ExperimentConfig, sample=None, evaluate: bool = True) 
     from flwr.app import Message, MessageType
 
     fed = Federation(cfg)
-    algo, nodes, history = fed.algo, node_ids(grid, cfg.num_clients), []
+    algo, nodes, history = fed.algo, node_ids(grid, cfg.num_clients, stop=stop), []
     sample = sample or (lambda t: sample_clients(cfg.num_clients, cfg.clients_per_round, cfg.seed, t))
     for t in range(1, cfg.rounds + 1):
         clients, t0 = sorted(int(c) for c in sample(t)), time.perf_counter()
@@ -194,7 +226,7 @@ def run_server(grid, cfg: ExperimentConfig, sample=None, evaluate: bool = True) 
             for c in clients
         ]
         ups = {}
-        for r in grid.send_and_receive(msgs):
+        for r in exchange(grid, msgs, stop):
             check(
                 not r.has_error(),
                 'client update on node',
@@ -214,51 +246,127 @@ def run_server(grid, cfg: ExperimentConfig, sample=None, evaluate: bool = True) 
         if evaluate and (t % cfg.eval_every == 0 or t == cfg.rounds):
             row.update(fed.evaluate())
         history.append(row)
-    return {'x': algo.x.detach().cpu().clone(), 'history': history}
+        if report is not None:
+            report(row)
+    fed.fm.load_(algo.x)
+    model = {k: v.detach().cpu().clone() for k, v in fed.fm.model.state_dict().items()}
+    return {'x': algo.x.detach().cpu().clone(), 'model': model, 'history': history}
+
+
+def save_result(res: dict, cfg: ExperimentConfig, out_dir) -> Path:
+    """Write what a Flower run computed to `<out_dir>/<run name>/`: `model.pt` (the flat global state `x` and the
+    model's `state_dict`), `metrics.csv` (a row per round) and `config.json` (the config and its hash)."""
+    d = Path(out_dir).expanduser() / cfg.run_name
+    atomic_write(d / 'model.pt', lambda p: torch.save({'x': res['x'], 'state_dict': res['model']}, p))
+    rows = [{**r, 'clients': ' '.join(map(str, r['clients']))} for r in res['history']]
+    atomic_write(d / 'metrics.csv', lambda p: pd.DataFrame(rows).to_csv(p, index=False))
+    write_json({'config': cfg.to_dict(), 'hash': cfg.hash, 'driver': 'flower'}, d / 'config.json')
+    return d
+
+
+def _round_line(cfg: ExperimentConfig, row: dict) -> str:
+    acc = f", test_acc {row['test_acc']:.4f}" if 'test_acc' in row else ''
+    return f"fedrepro: round {row['round']}/{cfg.rounds}{acc} ({row['seconds']:.1f} s)"
 
 
 def server_app(
-    cfg: ExperimentConfig, out: dict | None = None, sample=None, evaluate: bool = True
+    cfg: ExperimentConfig,
+    out: dict | None = None,
+    sample=None,
+    evaluate: bool = True,
+    save_to=None,
+    stop: threading.Event | None = None,
 ) -> "flwr.serverapp.ServerApp":
-    "A Flower `ServerApp` running `cfg`'s rounds (`run_server`); its result (`x`, `history`) goes in `out` when given."
+    """A Flower `ServerApp` running `cfg`'s rounds (`run_server`), a line per round in Flower's log. Its result (`x`,
+    `model`, `history`) goes in `out` when given, and to files (`save_result`) in `save_to`, else in the run config's
+    `out-dir` where it has one (`flwr run --run-config 'out-dir="..."'`)."""
     need_flwr()
     from flwr.app import Context
+    from flwr.common.logger import log
     from flwr.serverapp import Grid, ServerApp
 
     app = ServerApp()
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        res = run_server(grid, cfg, sample, evaluate)
+        if out is not None:
+            out['thread'] = threading.current_thread()  # `simulate` waits for it to end
+        res = run_server(grid, cfg, sample, evaluate, stop, report=lambda row: log(logging.INFO, _round_line(cfg, row)))
         if out is not None:
             out.update(res)
+        if where := save_to or context.run_config.get('out-dir'):
+            log(logging.INFO, f'fedrepro: final model and metrics in {save_result(res, cfg, where)}')
 
     return app
 
 
-def flower_apps(cfg: ExperimentConfig, out: dict | None = None, sample=None) -> tuple:
-    "`(server_app(cfg, out, sample), client_app(cfg))`: `cfg`'s method as a Flower app pair."
-    return server_app(cfg, out, sample), client_app(cfg)
+def flower_apps(cfg: ExperimentConfig, out: dict | None = None, sample=None, save_to=None) -> tuple:
+    "`(server_app(cfg, out, sample, save_to=save_to), client_app(cfg))`: `cfg`'s method as a Flower app pair."
+    return server_app(cfg, out, sample, save_to=save_to), client_app(cfg)
 
 # %% ../nbs/17a_flower.ipynb #b5fb913f
+def ray_for_flower(num_cpus: int = 2, address: str | None = None) -> str:
+    """Initialise Ray in this process for Flower's simulation (which then uses it as it is), and say which:
+    'initialised' (it was already), 'cluster' (the one at `address` or `RAY_ADDRESS`, or one `ray start`ed on this
+    machine, joined without asking for resources) or 'local' (none ran: a new one of `num_cpus` CPUs)."""
+    import ray
+
+    if ray.is_initialized():
+        return 'initialised'
+    try:
+        ray.init(address=address or 'auto', logging_level=logging.WARNING)
+        return 'cluster'
+    except ConnectionError as e:
+        named = address or os.environ.get('RAY_ADDRESS')
+        check(not named, 'Ray address', named, f'a running Ray cluster: {" ".join(str(e).split())}')
+    ray.init(address='local', num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING)
+    return 'local'
+
+
+def _causes(e: BaseException) -> str:
+    "`e` and what caused it, in one line."
+    parts = []
+    while e is not None:
+        parts.append(f'{type(e).__name__}: {" ".join(str(e).split())}')
+        e = e.__cause__ or e.__context__
+    return ' <- '.join(parts)
+
+
 def simulate(
-    cfg: ExperimentConfig, num_cpus: int = 2, cpus_per_client: int = 1, sample=None, backend_config: dict | None = None
+    cfg: ExperimentConfig,
+    num_cpus: int = 2,
+    cpus_per_client: int = 1,
+    sample=None,
+    backend_config: dict | None = None,
+    address: str | None = None,
 ) -> dict:
-    """Run `cfg` as Flower apps in Flower's simulation (`cfg.num_clients` SuperNodes on `num_cpus` CPUs); returns the
-    final global state `x` and the rounds' `history`."""
+    """Run `cfg` as Flower apps in Flower's simulation (`cfg.num_clients` SuperNodes, `cpus_per_client` CPUs each) on
+    the Ray `ray_for_flower` finds or starts; returns the final global state `x`, the `model` and the rounds'
+    `history`, or raises one line when Flower's runtime fails."""
     need_flwr()
     from flwr.simulation import run_simulation
 
-    out = {}
-    backend_config = backend_config or {
-        'client_resources': {'num_cpus': cpus_per_client, 'num_gpus': 0.0},
-        'init_args': {'num_cpus': num_cpus},
-    }
-    run_simulation(
-        server_app=server_app(cfg, out, sample),
-        client_app=client_app(cfg),
-        num_supernodes=cfg.num_clients,
-        backend_config=backend_config,
-    )
+    cfg = cfg.replace(data_root=str(Path(cfg.data_root).resolve()))  # not hashed: the same run
+    out, stop = {}, threading.Event()
+    backend_config = backend_config or {'client_resources': {'num_cpus': cpus_per_client, 'num_gpus': 0.0}}
+    try:
+        ray_for_flower(num_cpus, address)
+        run_simulation(
+            server_app=server_app(cfg, out, sample, stop=stop),
+            client_app=client_app(cfg),
+            num_supernodes=cfg.num_clients,
+            backend_config=backend_config,
+        )
+    except Exception as e:
+        if isinstance(e, ValueError) and '\n' not in str(e):
+            raise  # the server's own one-line refusal (a client's error, a wrong node count)
+        raise RuntimeError(f'the Flower simulation of {cfg.run_name} failed: {_causes(e)}') from None
+    finally:
+        stop.set()
+        if (server := out.pop('thread', None)) is not None:
+            server.join(30)
+        import ray
+
+        ray.shutdown()  # Flower's backend does it too, except when it failed before it started
     check('x' in out, 'the Flower simulation of', cfg.run_name, 'to finish its rounds (see the log above)')
     return out

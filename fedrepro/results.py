@@ -4,23 +4,28 @@
 
 # %% ../nbs/08_results.ipynb #f623110f
 from __future__ import annotations
+import json
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+import sys
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 import torch
 import numpy as np
 import pandas as pd
-from .core import check, get_device
+from .core import check, get_device, write_json
 from .config import ExperimentConfig
 from .runner import run, RunResult, deterministic_requested, CUBLAS_DETERMINISTIC
 
 # %% auto #0
-__all__ = ['RUNS_PER_GPU_ENV', 'RUNS_PER_GPU_DEFAULT', 'WORKERS_ENV', 'BACKENDS', 'REPRO_COLUMNS', 'run_seeds', 'curves',
-           'check_backend', 'runs_per_gpu_requested', 'workers_requested', 'worker_gpus', 'local_pool',
-           'parallel_starmap', 'run_many', 'repro_table', 'write_repro_csv', 'seed_stats', 'mean_std', 'first_round',
-           'rounds_stats']
+__all__ = ['RUNS_PER_GPU_ENV', 'RUNS_PER_GPU_DEFAULT', 'WORKERS_ENV', 'GPUS_PER_RUN_ENV', 'FAILED_RUNS', 'BACKENDS',
+           'REPRO_COLUMNS', 'run_seeds', 'curves', 'check_backend', 'runs_per_gpu_requested', 'workers_requested',
+           'worker_gpus', 'local_pool', 'FailedRun', 'call_name', 'error_line', 'GridError', 'gpus_per_run_requested',
+           'parallel_starmap', 'run_status', 'record_failures', 'run_many', 'in_flight', 'repro_table',
+           'write_repro_csv', 'seed_stats', 'mean_std', 'first_round', 'rounds_stats']
 
 # %% ../nbs/08_results.ipynb #c69dbad0
 def run_seeds(cfg: ExperimentConfig, seeds, out='runs', **kw) -> list[RunResult]:
@@ -42,6 +47,8 @@ RUNS_PER_GPU_ENV = 'FEDREPRO_RUNS_PER_GPU'
 # --runs-per-gpu or the variable above.
 RUNS_PER_GPU_DEFAULT = 4
 WORKERS_ENV = 'FEDREPRO_WORKERS'  # local processes when `workers` is not given (unset: one per core)
+GPUS_PER_RUN_ENV = 'FEDREPRO_GPUS_PER_RUN'  # a Ray task's GPUs when neither its config nor the call gives them
+FAILED_RUNS = 'failed_runs.json'  # in a grid's `out`: the runs that failed, by name, until they finish
 
 
 def _worker_init(gpus=None):
@@ -140,19 +147,139 @@ def _on_gpu(arglists) -> bool:
     )
 
 
+@dataclass
+class FailedRun:
+    "A call of a grid that failed: its `name` (the run name of its config), its `args`, and its `error` in one line."
+
+    name: str
+    args: tuple
+    error: str
+
+
+def call_name(args) -> str:
+    "The name of a call: the run name of the first config among its arguments, else its arguments in short."
+    cfg = next((a for a in args if isinstance(a, ExperimentConfig)), None)
+    return cfg.run_name if cfg is not None else repr(tuple(args))[:80]
+
+
+def error_line(e: BaseException) -> str:
+    "An error in one line: its type and message (a Ray task's own exception rather than Ray's wrapper)."
+    cause = getattr(e, 'cause', None)
+    e = cause if isinstance(cause, BaseException) else e
+    text = ' '.join(str(e).split())
+    return f'{type(e).__name__}: {text[:400]}{"..." if len(text) > 400 else ""}'
+
+
+class GridError(RuntimeError):
+    """Runs of a grid failed while the others finished: `failed` (a `FailedRun` each) and `results` (in the order of
+    the calls, None where one failed); its message is the grid's summary."""
+
+    def __init__(self, failed: list, results: list, out=None):
+        self.failed, self.results = failed, results
+        done, where = len(results) - len(failed), f' (records in {out})' if out is not None else ''
+        lines = [f'{len(failed)} of {len(results)} runs failed; the other {done} finished{where}:']
+        lines += [f'  {f.name}: {f.error}' for f in failed]
+        lines.append(
+            'Re-run the same call or command to retry them: finished runs are loaded, not run again, and the failed '
+            'ones resume from their last checkpoint (fail_fast=True stops a grid at its first failure instead).'
+        )
+        super().__init__('\n'.join(lines))
+
+
+def _grid_done(results: list, failed: list, out=None) -> list:
+    "The results, or, where calls failed, the `GridError` that names them, raised."
+    if failed:
+        raise GridError(sorted(failed, key=lambda f: f.name), results, out)
+    return results
+
+
+def gpus_per_run_requested(gpus_per_run: float | None = None, runs_per_gpu: int | None = None) -> float:
+    """A Ray task's GPUs for a run on cuda: `gpus_per_run` as given, else the environment variable
+    `FEDREPRO_GPUS_PER_RUN`, else `1 / runs_per_gpu` (4 runs a GPU by default); refused in one line unless a number
+    > 0 that Ray accepts (a fraction of one GPU, or whole GPUs)."""
+    field = 'gpus_per_run'
+    if gpus_per_run is None and (text := os.environ.get(GPUS_PER_RUN_ENV)) is not None:
+        field, gpus_per_run = GPUS_PER_RUN_ENV, text
+        try:
+            gpus_per_run = float(text)
+        except ValueError:
+            pass
+    if gpus_per_run is None:
+        return 1 / runs_per_gpu_requested(runs_per_gpu)
+    check(
+        isinstance(gpus_per_run, (int, float))
+        and not isinstance(gpus_per_run, bool)
+        and 0 < gpus_per_run < float('inf')
+        and (gpus_per_run <= 1 or float(gpus_per_run).is_integer()),
+        field,
+        gpus_per_run,
+        'a number > 0: a fraction of one GPU (0.5: two runs share one) or a whole number of GPUs',
+    )
+    return gpus_per_run
+
+
+def _local_starmap(fn, arglists, workers, gpus, retries, fail_fast) -> list:
+    """`[fn(*args) for args in arglists]` on `workers` spawned single-thread processes (bound to `gpus`), every call
+    to its end: a call's own error is recorded, and calls whose process pool broke (a worker killed) go to a new pool,
+    up to `retries` times."""
+    ctx = multiprocessing.get_context('spawn')
+    results, failed, tries, todo = [None] * len(arglists), [], [0] * len(arglists), list(range(len(arglists)))
+    while todo:
+        slots = None
+        if gpus is not None:
+            slots = ctx.Queue()
+            for g in gpus[: len(todo)]:
+                slots.put(g)
+        pool = ProcessPoolExecutor(min(workers, len(todo)), mp_context=ctx, initializer=_worker_init, initargs=(slots,))
+        try:
+            futures = {pool.submit(_star, fn, arglists[i]): i for i in todo}
+            todo = []
+            pending = set(futures)
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    i = futures[f]
+                    try:
+                        results[i] = f.result()
+                    except BrokenProcessPool as e:
+                        tries[i] += 1
+                        if fail_fast:
+                            raise
+                        if tries[i] <= retries:
+                            todo.append(i)  # its process, or another's, died: again, in a new pool
+                        else:
+                            failed.append(FailedRun(call_name(arglists[i]), arglists[i], error_line(e)))
+                    except Exception as e:
+                        if fail_fast:
+                            raise
+                        failed.append(FailedRun(call_name(arglists[i]), arglists[i], error_line(e)))
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)  # what has not started, does not; their checkpoints stay
+            raise
+        pool.shutdown(wait=True)
+        todo.sort()
+    return _grid_done(results, failed)
+
+
 def parallel_starmap(
     fn,
     arglists,
     workers: int | None = None,
     backend: str = 'local',
     address: str | None = None,
-    gpus_per_run: float = 1,
+    gpus_per_run: float | None = None,
     retries: int = 3,
     runs_per_gpu: int | None = None,
+    fail_fast: bool = False,
+    status=None,
 ) -> list:
-    "`[fn(*args) for args in arglists]` on `workers` single-thread processes, or as Ray tasks; `fn` must be importable."
+    """`[fn(*args) for args in arglists]` on `workers` single-thread processes, or as Ray tasks; `fn` must be
+    importable. Every call runs to its end: where some fail, a `GridError` naming them is raised once the others are
+    done (`fail_fast=True`: the first error is raised at once and the rest cancelled). `status(args)`, when given,
+    says how far a call in flight on Ray is."""
     arglists = list(arglists)
     check_backend(backend)
+    check(isinstance(retries, int) and retries >= 0, 'retries', retries, 'an integer >= 0')
     runs_per_gpu = runs_per_gpu_requested(runs_per_gpu)
     if backend == 'ray':
         check(
@@ -161,9 +288,16 @@ def parallel_starmap(
             workers,
             'None (as many as the cluster takes) or an integer >= 1',
         )
-        if gpus_per_run == 1:
-            gpus_per_run = 1 / runs_per_gpu
-        return _ray_starmap(fn, arglists, workers, address, gpus_per_run, retries)
+        return _ray_starmap(
+            fn,
+            arglists,
+            workers,
+            address,
+            gpus_per_run_requested(gpus_per_run, runs_per_gpu),
+            retries,
+            fail_fast,
+            status,
+        )
     on_gpu = _on_gpu(arglists)
     workers, gpus = local_pool(
         len(arglists),
@@ -173,16 +307,46 @@ def parallel_starmap(
         runs_per_gpu,
         os.cpu_count() or 1,
     )
-    if workers <= 1:
-        return [fn(*a) for a in arglists]
-    ctx = multiprocessing.get_context('spawn')
-    slots = None
-    if gpus is not None:
-        slots = ctx.Queue()
-        for g in gpus:
-            slots.put(g)
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_worker_init, initargs=(slots,)) as pool:
-        return list(pool.map(partial(_star, fn), arglists))
+    if workers > 1:
+        return _local_starmap(fn, arglists, workers, gpus, retries, fail_fast)
+    results, failed = [], []
+    for args in arglists:
+        try:
+            results.append(fn(*args))
+        except Exception as e:
+            if fail_fast:
+                raise
+            results.append(None)
+            failed.append(FailedRun(call_name(args), args, error_line(e)))
+    return _grid_done(results, failed)
+
+
+def run_status(out, cfg: ExperimentConfig) -> str:
+    "How far a run in flight is, from the metrics its run directory holds: its last round and accuracy."
+    try:
+        m = pd.read_csv(Path(out) / cfg.run_name / 'metrics.csv')
+    except (OSError, ValueError):
+        return 'starting'
+    if m.empty or 'round' not in m:
+        return 'starting'
+    acc = m['test_acc'].dropna() if 'test_acc' in m else []
+    return f"round {int(m['round'].iloc[-1])}/{cfg.rounds}" + (f', acc {acc.iloc[-1]:.3f}' if len(acc) else '')
+
+
+def record_failures(out, cfgs, failed: list):
+    """Keep the grid's failed runs in `<out>/failed_runs.json` (name: error and config), and drop from it those of
+    `cfgs` that have now finished."""
+    path = Path(out) / FAILED_RUNS
+    try:
+        kept = json.loads(path.read_text())
+    except (OSError, ValueError):
+        kept = {}
+    kept = {k: v for k, v in kept.items() if k not in {c.run_name for c in cfgs}}
+    kept.update({f.name: {'error': f.error, 'config': f.args[0].to_dict()} for f in failed})
+    if kept:
+        write_json(kept, path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def run_many(
@@ -191,26 +355,37 @@ def run_many(
     workers: int | None = None,
     backend: str = 'local',
     address: str | None = None,
-    gpus_per_run: float = 1,
+    gpus_per_run: float | None = None,
     retries: int = 3,
     runs_per_gpu: int | None = None,
+    fail_fast: bool = False,
     **kw,
 ) -> list[RunResult]:
-    "Run (or resume) every config of `cfgs` in `out`, on single-thread processes or as Ray tasks; `kw` go to `run`."
+    """Run (or resume) every config of `cfgs` in `out`, on single-thread processes or as Ray tasks; `kw` go to `run`.
+    A failed run does not stop the others: the grid ends with a `GridError` naming each failed config and its error,
+    also kept in `<out>/failed_runs.json` (`fail_fast=True`: the first error stops the grid)."""
     cfgs = list(cfgs)
     if deterministic_requested(kw.get('deterministic')):
         # the workers inherit it, before their first CUDA call
         os.environ.setdefault('CUBLAS_WORKSPACE_CONFIG', CUBLAS_DETERMINISTIC)
-    return parallel_starmap(
-        partial(run, out=out, **kw),
-        [(c,) for c in cfgs],
-        workers,
-        backend,
-        address,
-        gpus_per_run,
-        retries,
-        runs_per_gpu,
-    )
+    try:
+        results = parallel_starmap(
+            partial(run, out=out, **kw),
+            [(c,) for c in cfgs],
+            workers,
+            backend,
+            address,
+            gpus_per_run,
+            retries,
+            runs_per_gpu,
+            fail_fast,
+            status=lambda args: run_status(out, args[0]),
+        )
+    except GridError as e:
+        record_failures(out, cfgs, e.failed)
+        raise GridError(e.failed, e.results, out) from None
+    record_failures(out, cfgs, [])
+    return results
 
 # %% ../nbs/08_results.ipynb #c3d9f5e1
 def _ray_task(cwd: str, fn, args):
@@ -223,10 +398,13 @@ def _ray_task(cwd: str, fn, args):
 
 
 def _ray_gpus(args, gpus_per_run: float, cluster_gpus: float) -> float:
-    """The GPUs the task of `args` asks for: `gpus_per_run` if a config among them runs on cuda (or on 'auto' where the
-    cluster has GPUs), else 0."""
-    devices = [a.device for a in args if isinstance(a, ExperimentConfig)]
-    return gpus_per_run if any(d.startswith('cuda') or d == 'auto' and cluster_gpus > 0 for d in devices) else 0
+    """The GPUs the task of `args` asks for, if a config among them runs on cuda (or on 'auto' where the cluster has
+    GPUs): the config's own `gpus_per_run` where it sets one, else the grid's; else 0."""
+    cfgs = [a for a in args if isinstance(a, ExperimentConfig)]
+    if not any(c.device.startswith('cuda') or c.device == 'auto' and cluster_gpus > 0 for c in cfgs):
+        return 0
+    own = [gpus_per_run_requested(c.gpus_per_run) for c in cfgs if c.gpus_per_run is not None]
+    return max(own, default=gpus_per_run)
 
 
 def _ray_connect(address):
@@ -240,44 +418,54 @@ def _ray_connect(address):
     return ray, True
 
 
-def _ray_starmap(fn, arglists, workers, address, gpus_per_run, retries) -> list:
-    """`[fn(*args) for args in arglists]` as Ray tasks, at most `workers` in flight (None: all), with a progress bar
-    over finished tasks."""
+def in_flight(names: list, status=None, shown: int = 3) -> str:
+    "The runs in flight, for the progress bar: how many, and the first `shown` with their `status` (name: status)."
+    said = [f'{n} {s}' if (s := status(n)) else n for n in names[:shown]] if status else names[:shown]
+    more = f' +{len(names) - shown} more' if len(names) > shown else ''
+    return f'{len(names)} in flight: ' + '; '.join(said) + more if names else ''
+
+
+def _ray_starmap(fn, arglists, workers, address, gpus_per_run, retries, fail_fast=False, status=None) -> list:
+    """`[fn(*args) for args in arglists]` as Ray tasks named by their calls (`call_name`), at most `workers` in
+    flight (None: all), with a progress bar of finished runs and those in flight (`status(args)`: how far each is);
+    failures are recorded and named at the end (`fail_fast`: the first is raised, the rest cancelled)."""
     from tqdm.auto import tqdm
 
-    check(
-        isinstance(gpus_per_run, (int, float)) and gpus_per_run >= 0,
-        'gpus_per_run',
-        gpus_per_run,
-        'a number >= 0 (e.g. 1, or 0.5 for two runs a GPU)',
-    )
-    check(isinstance(retries, int) and retries >= 0, 'retries', retries, 'an integer >= 0')
     if not arglists:
         return []
+    names = [call_name(a) for a in arglists]
     ray, connected = _ray_connect(address)
     try:
         cluster_gpus, task, cwd = ray.cluster_resources().get('GPU', 0), ray.remote(_ray_task), os.getcwd()
-        todo, pending, results = list(enumerate(arglists))[::-1], {}, [None] * len(arglists)
+        gpus = [_ray_gpus(a, gpus_per_run, cluster_gpus) for a in arglists]  # every config's refused before any runs
+        todo, pending, results, failed = list(range(len(arglists)))[::-1], {}, [None] * len(arglists), []
+        by_name = {n: a for n, a in zip(names, arglists)}
+        say = (lambda n: status(by_name[n])) if status else None
         try:
-            with tqdm(total=len(arglists), desc='runs on Ray', unit='run') as bar:
+            with tqdm(total=len(arglists), desc='runs on Ray', unit='run', file=sys.stderr) as bar:
                 while todo or pending:
                     while todo and len(pending) < (workers or len(arglists)):
-                        i, args = todo.pop()
+                        i = todo.pop()
                         opts = dict(
-                            num_cpus=1,
-                            num_gpus=_ray_gpus(args, gpus_per_run, cluster_gpus),
-                            max_retries=retries,
-                            retry_exceptions=False,
+                            name=names[i], num_cpus=1, num_gpus=gpus[i], max_retries=retries, retry_exceptions=False
                         )
-                        pending[task.options(**opts).remote(cwd, fn, args)] = i
-                    (ref,), _ = ray.wait(list(pending), num_returns=1)
-                    results[pending.pop(ref)] = ray.get(ref)  # a run's own error is raised here
-                    bar.update(1)
+                        pending[task.options(**opts).remote(cwd, fn, arglists[i])] = i
+                    ready, _ = ray.wait(list(pending), num_returns=1, timeout=2.0)
+                    for ref in ready:
+                        i = pending.pop(ref)
+                        try:
+                            results[i] = ray.get(ref)  # a run's own error, or its worker's death after the retries
+                        except Exception as e:
+                            if fail_fast:
+                                raise
+                            failed.append(FailedRun(names[i], arglists[i], error_line(e)))
+                        bar.update(1)
+                    bar.set_postfix_str(in_flight(sorted(names[i] for i in pending.values()), say), refresh=True)
         except BaseException:
             for ref in pending:
                 ray.cancel(ref)  # the rest stop; their checkpoints stay for the next call
             raise
-        return results
+        return _grid_done(results, failed)
     finally:
         if connected:
             ray.shutdown()

@@ -6,8 +6,20 @@ does in the simulation, and the two then agree bit for bit. At two threads the e
 which rounding can flip). The simulation tests skip when Flower is not installed."""
 
 import importlib.util
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+import pandas as pd
 import pytest
 import torch
 from fedrepro import engine
@@ -47,13 +59,13 @@ def engine_run(cfg, rounds=2):
         torch.set_num_threads(threads)
 
 
-@needs_flwr
-@pytest.mark.parametrize('algorithm', list(PARAMS))
-def test_flower_simulation_ends_with_the_engines_model(algorithm, monkeypatch):
+def check_against_engine(algorithm, **simulate_kw):
+    """`algorithm` in Flower's simulation against the engine at one thread: the same schedule, the same model, the same
+    messages; a wrong schedule told apart."""
     from fedrepro.flower import simulate
 
     cfg = ExperimentConfig(**BASE, algorithm=algorithm, params=PARAMS[algorithm])
-    flower = simulate(cfg)
+    flower = simulate(cfg, **simulate_kw)
     fed, x0, rows = engine_run(cfg)
     schedule = [r['clients'].tolist() for r in rows]
     assert [h['clients'] for h in flower['history']] == schedule and set(schedule[0]) & set(schedule[1])
@@ -67,10 +79,149 @@ def test_flower_simulation_ends_with_the_engines_model(algorithm, monkeypatch):
     assert all(h['down_params'] <= r['down_params'] for h, r in zip(flower['history'], rows))
     assert flower['history'][1]['down_params'] == rows[1]['down_params']
     # a wrong schedule (the clients of seed 2, the same initial model and batches) is told apart at this tolerance
-    monkeypatch.setattr(engine, 'sample_clients', lambda n, k, seed, t: sample_clients(n, k, seed + 1, t))
-    wrong, _, wrong_rows = engine_run(cfg)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(engine, 'sample_clients', lambda n, k, seed, t: sample_clients(n, k, seed + 1, t))
+        wrong, _, wrong_rows = engine_run(cfg)
     assert [r['clients'].tolist() for r in wrong_rows] != schedule
     assert not torch.allclose(flower['x'], wrong.algo.x, atol=ATOL, rtol=0)
+
+
+@needs_flwr
+@pytest.mark.parametrize('algorithm', [a for a in PARAMS if a != 'fedprox'])  # fedprox: on a running cluster, below
+def test_flower_simulation_ends_with_the_engines_model(algorithm):
+    "No Ray running: `simulate` starts a local one of 2 CPUs, and Flower shuts it down."
+    import ray
+
+    check_against_engine(algorithm)
+    assert not ray.is_initialized()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def wait_gone(pattern: str, seconds: float = 20) -> list:
+    "The ids of processes whose command line matches `pattern`, after waiting up to `seconds` for there to be none."
+    t0 = time.monotonic()
+    while (left := subprocess.run(['pgrep', '-f', pattern], capture_output=True, text=True).stdout.split()) and (
+        time.monotonic() - t0 < seconds
+    ):
+        time.sleep(0.5)
+    return left
+
+
+@pytest.fixture
+def ray_cluster():
+    """A Ray cluster of 2 CPUs, started as the scale-out chapter starts one (`ray start --head`, here with `--block`
+    and a temp dir of its own), its address yielded; stopped after by ending that process group, nobody else's."""
+    temp = tempfile.mkdtemp(prefix='rh', dir='/tmp')  # short: Ray's socket paths must fit 107 characters
+    port, log = free_port(), Path(temp + '.log')
+    cmd = [str(Path(sys.executable).parent / 'ray'), 'start', '--head', '--block', f'--temp-dir={temp}']
+    cmd += [f'--port={port}', '--num-cpus=2', '--num-gpus=0', '--include-dashboard=false', '--disable-usage-stats']
+    with open(log, 'w') as f:
+        head = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        t0 = time.monotonic()
+        while 'Ray runtime started' not in log.read_text() and head.poll() is None and time.monotonic() - t0 < 120:
+            time.sleep(0.5)
+        assert 'Ray runtime started' in log.read_text(), log.read_text()[-3000:]
+        yield f'127.0.0.1:{port}'
+    finally:
+        head.terminate()
+        try:
+            head.wait(30)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(head.pid, signal.SIGKILL)  # what --block left of its own group
+        except ProcessLookupError:
+            pass
+        assert not wait_gone(temp), f'Ray processes of {temp} left running'
+        shutil.rmtree(temp, ignore_errors=True)
+        log.unlink(missing_ok=True)
+
+
+@needs_flwr
+def test_simulate_joins_a_running_ray_cluster_and_fails_fast(ray_cluster, monkeypatch):
+    """With a cluster running (RAY_ADDRESS, as the scale-out chapter has it), `simulate` joins it without asking for
+    resources and gives the engine's model; the cluster outlives it. When Flower's runtime crashes (no client actor fits
+    99 CPUs), `simulate` raises one line naming the cause within seconds, its server thread ended."""
+    import ray
+    from fedrepro.flower import ray_for_flower, simulate
+
+    monkeypatch.setenv('RAY_ADDRESS', ray_cluster)
+    assert ray_for_flower() == 'cluster' and ray.cluster_resources()['CPU'] == 2
+    ray.shutdown()
+    check_against_engine('fedprox')
+    assert not ray.is_initialized()
+    assert ray_for_flower() == 'cluster'  # still running
+    ray.shutdown()
+    threads, t0 = threading.active_count(), time.monotonic()
+    with pytest.raises(RuntimeError) as e:
+        simulate(ExperimentConfig(**BASE), cpus_per_client=99)
+    took = time.monotonic() - t0
+    print(f'{took:.1f} s: {e.value}')
+    assert took < 60 and '\n' not in str(e.value) and 'ActorPool is empty' in str(e.value)
+    assert str(e.value).startswith('the Flower simulation of digits-iid-mlp-fedavg-s1-')
+    assert threading.active_count() <= threads and not ray.is_initialized()
+
+
+def chapter_recipe() -> tuple[str, str, str, str]:
+    "The Flower chapter's deployment recipe as written: the app module, its pyproject.toml, the run and stop commands."
+    nb = json.loads((Path(__file__).parents[1] / 'nbs' / '17a_flower.ipynb').read_text())
+    cells = [''.join(c['source']) for c in nb['cells']]
+    (module,) = [s.removeprefix('#| eval: false\n') for s in cells if 'server = server_app(cfg)' in s]
+    text = '\n'.join(cells)
+    (toml,) = re.findall(r'```toml\n(.*?)```', text, re.S)
+    bash = [b.strip() for b in re.findall(r'```bash\n(.*?)```', text, re.S)]
+    (run,), (stop,) = [b for b in bash if b.startswith('flwr run')], [b for b in bash if b.startswith('pkill')]
+    return module, toml, run, stop
+
+
+@needs_flwr
+def test_the_chapters_flwr_run_recipe_works_as_written(tmp_path):
+    """The chapter's app folder and commands, offline, in a home and on ports of their own: `flwr run` starts 4
+    SuperNodes, runs 20 rounds of SCAFFOLD and writes the engine's model and the metrics; the stop command ends the
+    SuperLink it started."""
+    module, toml, run_cmd, stop_cmd = chapter_recipe()
+    app, home = tmp_path / 'fedrepro-app', tmp_path / 'home'
+    app.mkdir()
+    home.mkdir()
+    (app / 'fedrepro_app.py').write_text(module)
+    (app / 'pyproject.toml').write_text(toml)
+    port, env = free_port(), {k: v for k, v in os.environ.items() if k not in ('FLWR_HOME', 'RAY_ADDRESS')}
+    env.update(
+        HOME=str(home),  # Flower's configuration and SuperLink state (~/.flwr), and the results (~/fedrepro_flower)
+        PATH=f'{Path(sys.executable).parent}{os.pathsep}{env["PATH"]}',
+        FLWR_LOCAL_SUPERLINK_HTTP_API_PORT=str(port),
+        FLWR_LOCAL_CONTROL_API_PORT=str(free_port()),
+        FLWR_TELEMETRY_ENABLED='0',
+        FLWR_DISABLE_UPDATE_CHECK='1',
+        RAY_ADDRESS='local',  # the simulation's own Ray, not a cluster someone started on this machine
+    )
+    superlink = f'flower-superlink.*--port {port}'
+    try:
+        p = subprocess.run(shlex.split(run_cmd), cwd=app, env=env, capture_output=True, text=True, timeout=500)
+        log = p.stdout + p.stderr
+        assert p.returncode == 0, log[-4000:]
+        assert wait_gone(superlink, 0), 'the local SuperLink keeps running after the run'
+    finally:
+        subprocess.run(shlex.split(stop_cmd.replace('39091', str(port))), env=env)
+        assert not wait_gone(superlink), 'the stop command left the SuperLink running'
+    assert '(4 simulated SuperNodes)' in log and 'fedrepro: round 20/20, test_acc' in log, log[-4000:]
+    (where,) = re.findall(r'fedrepro: final model and metrics in (\S+)', log)
+    namespace = {}
+    exec(module, namespace)
+    cfg = namespace['cfg']
+    assert Path(where) == home / 'fedrepro_flower' / cfg.run_name
+    saved = torch.load(Path(where) / 'model.pt')
+    metrics = pd.read_csv(Path(where) / 'metrics.csv')
+    fed, _, _ = engine_run(cfg, cfg.rounds)
+    assert torch.allclose(saved['x'], fed.algo.x, atol=ATOL, rtol=0), (saved['x'] - fed.algo.x).abs().max()
+    assert list(metrics['round']) == list(range(1, 21)) and metrics['test_acc'].iloc[-1] == fed.evaluate()['test_acc']
+    assert json.loads((Path(where) / 'config.json').read_text())['hash'] == cfg.hash
 
 
 def test_flower_is_imported_only_when_used():

@@ -1,5 +1,6 @@
-"""The Ray backend of `run_many`: the same numbers as the local processes, and a worker killed mid-grid loses no
-finished run."""
+"""The Ray backend of `run_many`: the same numbers as the local processes, a worker killed mid-grid loses no
+finished run, and a failed run (its own error, or its worker dead past the retries) is named at the end while the
+others finish, each in a task named by its run."""
 
 import os
 import json
@@ -12,7 +13,8 @@ ray = pytest.importorskip('ray', reason='Ray is not installed (the optional extr
 
 from fedrepro.fedreg import FEDREG  # noqa: E402 (after the importorskip)
 from fedrepro.repro import run_table, seed_cells, table_rows  # noqa: E402 (after the importorskip)
-from fedrepro.results import run_many  # noqa: E402 (after the importorskip)
+from fedrepro.config import ExperimentConfig  # noqa: E402 (after the importorskip)
+from fedrepro.results import GridError, run_many  # noqa: E402 (after the importorskip)
 
 SETTING, METHODS, SEEDS = 'MNIST (two classes)', ['FedAvg', 'FedReg'], [0, 1]
 
@@ -111,3 +113,50 @@ def test_killed_worker_is_retried_and_resumes(local_ray, local_grid, tmp_path):
     )  # one ran through; the killed one resumed after its round-2 checkpoint
     for a, b in zip(results, whole):
         pd.testing.assert_frame_equal(untimed(a.metrics), untimed(b.metrics), check_exact=True)
+
+
+def named_killer(marker: str, at_round: int):
+    """A callback that records the Ray task it runs in (by name, in `marker`/names) each round, and kills its own
+    worker at `at_round` the first time any run reaches it, naming that task in `marker`/killed."""
+
+    def cb(row):
+        name = ray.get_runtime_context().get_task_name()
+        Path(marker, 'names').mkdir(parents=True, exist_ok=True)
+        Path(marker, 'names', name).touch()
+        if row['round'] == at_round:
+            try:
+                fd = os.open(Path(marker, 'killed'), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                return
+            os.write(fd, name.encode())
+            os.close(fd)
+            os._exit(1)
+
+    return cb
+
+
+def test_a_grid_survives_its_failed_runs(local_ray, tmp_path):
+    """Three runs as Ray tasks, named by their runs, with no retries: one whose data are missing (its own error), one
+    whose worker dies at round 2 (retries exhausted), and one that runs through. The third finishes; the grid ends
+    with a `GridError` naming the two others, kept in failed_runs.json; fail_fast=True raises the first error."""
+    good = ExperimentConfig(
+        dataset='digits', model='mlp', num_clients=4, clients_per_round=2, rounds=2, batch_size=20, device='cpu'
+    )
+    cfgs = [good.replace(dataset='cifar10', data_root=str(tmp_path / 'no-data')), good, good.replace(seed=1)]
+    with pytest.raises(GridError) as e:
+        run_many(cfgs, tmp_path / 'runs', backend='ray', retries=0, callbacks=[named_killer(str(tmp_path), 2)])
+    killed = (tmp_path / 'killed').read_text()
+    survivor = next(c for c in cfgs[1:] if c.run_name != killed)
+    print(e.value)
+    assert sorted(p.name for p in (tmp_path / 'names').iterdir()) == sorted(c.run_name for c in cfgs[1:])
+    assert sorted(f.name for f in e.value.failed) == sorted([cfgs[0].run_name, killed])
+    errors = {f.name: f.error for f in e.value.failed}
+    assert errors[cfgs[0].run_name].startswith('FileNotFoundError: CIFAR-10') and 'Worker' in errors[killed]
+    assert e.value.results[cfgs.index(survivor)].summary['rounds'] == 2
+    assert str(e.value).startswith('2 of 3 runs failed; the other 1 finished') and 'Re-run the same call' in str(
+        e.value
+    )
+    assert sorted(json.loads((tmp_path / 'runs' / 'failed_runs.json').read_text())) == sorted(errors)
+    with pytest.raises(Exception, match='CIFAR-10: expected') as first:
+        run_many(cfgs[:1], tmp_path / 'runs', backend='ray', fail_fast=True)
+    assert not isinstance(first.value, GridError)
