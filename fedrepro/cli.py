@@ -12,7 +12,9 @@ from dataclasses import fields, MISSING
 from .core import check, bad_value, DATASETS, PARTITIONS, MODELS, ALGORITHMS
 from .config import ExperimentConfig, model_options
 from .runner import run
-from .jobs import SCALES, reproductions, jobs, check_job, reproduce
+from pathlib import Path
+import pandas as pd
+from .jobs import SCALES, reproductions, jobs, check_job, reproduce, _stem
 
 # %% auto #0
 __all__ = ['config_from_args', 'list_all', 'main']
@@ -170,6 +172,11 @@ def _run_parser(sub):
         '--allow-code-change', action='store_true', help='resume a run that another fedrepro version started'
     )
     p.add_argument(
+        '--allow-env-change',
+        action='store_true',
+        help='resume a run that another thread count, device or torch started (its rounds differ in their last bits)',
+    )
+    p.add_argument(
         '--deterministic',
         action='store_true',
         help="PyTorch's deterministic algorithms: bit-identical reruns on one GPU model",
@@ -260,6 +267,7 @@ def main(argv=None):
     b.add_argument('--quarto', action='store_true', help='render with Quarto instead of smalldocs')
     sub.add_parser('readme', help='write README.md from the landing notebook, nbs/index.ipynb')
     args = parser.parse_args(argv)
+    doing = {}  # what is under way, for the line an interrupt ends with
     try:
         if args.command == 'list':
             print(list_all())
@@ -283,6 +291,7 @@ def main(argv=None):
             for name in todo:
                 check_job(name, args.scale, args.device, extra)  # all refused before the first starts
             for name in todo:
+                doing.update(job=name, stem=_stem(name, extra))
                 t0 = time.perf_counter()
                 path = reproduce(
                     name,
@@ -296,16 +305,20 @@ def main(argv=None):
                     deterministic=args.deterministic,
                 )
                 print(f'{path}\n{name} at {args.scale}: {(time.perf_counter() - t0) / 60:.1f} min', flush=True)
+                doing.setdefault('done', []).append(name)
             if len(todo) > 1:
                 print(f'{len(todo)} jobs at {args.scale}: {(time.perf_counter() - start) / 60:.1f} min')
         else:
+            cfg = config_from_args(args)
+            doing['run_dir'] = Path(args.out) / cfg.run_name
             res = run(
-                config_from_args(args),
+                cfg,
                 args.out,
                 progress=not args.no_progress,
                 keep_diverged=args.keep_diverged,
                 allow_code_change=args.allow_code_change,
                 deterministic=args.deterministic or None,
+                allow_env_change=args.allow_env_change or None,
             )
             print(json.dumps(res.summary, indent=2))
             print(f'records: {res.run_dir}')
@@ -322,3 +335,24 @@ def main(argv=None):
         RuntimeError,
     ) as e:  # OSError: an --out or --data-root that cannot be used, named in e
         parser.exit(2, f'fedrepro: error: {e}\n')
+    except KeyboardInterrupt:
+        parser.exit(130, f'fedrepro: interrupted: {_kept(args, doing)}\n')
+
+
+def _kept(args, doing: dict) -> str:
+    "What an interrupted `fedrepro run` or `reproduce` kept, and how to go on: the line it ends with."
+    if 'run_dir' in doing:
+        d = doing['run_dir']
+        try:
+            last = int(pd.read_csv(d / 'metrics.csv')['round'].max())
+        except (OSError, ValueError, KeyError):
+            return f'no round had finished; the same command starts {d.name} again'
+        return f'{d} keeps its records to round {last}; the same command resumes it from its last checkpoint'
+    if 'job' in doing:
+        out, stem = Path(args.out), doing['stem']
+        done = f"{', '.join(doing['done'])} finished; " if doing.get('done') else ''
+        return (
+            f"{done}{doing['job']} stopped: its previous results in {out} are kept (where it stopped: "
+            f'{out / stem}.failed.ipynb), and so are the runs it finished; the same command resumes them'
+        )
+    return 'nothing was under way'

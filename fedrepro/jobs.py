@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import warnings
 from contextlib import contextmanager
@@ -173,6 +174,8 @@ def quiet_kernel(sockets: Path | None = None, started=None) -> dict:
             return str(Path(sockets) / 'kernel') if sockets else 'kernel-ipc'
 
         async def _async_launch_kernel(self, kernel_cmd, **kw):
+            # what the kernel and its workers print outside cells (the tracebacks of an interrupt) is not the job's
+            kw.update(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             await super()._async_launch_kernel(kernel_cmd, **kw)
             if started is not None:
                 started(self.provisioner.pid)

@@ -4,6 +4,7 @@
 
 # %% ../nbs/06_runner.ipynb #59219ced
 from __future__ import annotations
+import errno
 import hashlib
 import json
 import math
@@ -19,12 +20,13 @@ import numpy as np
 import pandas as pd
 import torch
 from .core import atomic_write, write_json, check
-from .config import ExperimentConfig
+from .config import ExperimentConfig, _NOT_HASHED
 from .engine import Federation, ClientStore
 
 # %% auto #0
-__all__ = ['DETERMINISTIC_ENV', 'CUBLAS_DETERMINISTIC', 'environment', 'RunResult', 'divergence', 'summarize_run',
-           'deterministic_requested', 'deterministic_algorithms', 'code_version', 'local_means', 'run']
+__all__ = ['DETERMINISTIC_ENV', 'CUBLAS_DETERMINISTIC', 'ALLOW_ENV_CHANGE_ENV', 'UNVERIFIED', 'environment', 'RunResult',
+           'divergence', 'summarize_run', 'deterministic_requested', 'deterministic_algorithms', 'code_version',
+           'local_means', 'run']
 
 # %% ../nbs/06_runner.ipynb #851b329f
 def environment(device) -> dict:
@@ -179,9 +181,9 @@ def _save_checkpoint(run_dir: Path, fed: Federation, rows: list, round: int, loc
 _CKPT_KEYS = {'config_hash', 'round', 'federation', 'rows'}
 
 
-def _load_checkpoint(run_dir: Path, cfg: ExperimentConfig):
-    """The run's checkpoint, or None. One that cannot be read is set aside as `checkpoint.damaged.pt`, with a warning
-    naming it."""
+def _load_checkpoint(run_dir: Path, cfg: ExperimentConfig, writable: bool = True):
+    """The run's checkpoint, or None. One that cannot be read is set aside as `checkpoint.damaged.pt` (where the run
+    directory is `writable`), with a warning naming it."""
     f = run_dir / 'checkpoint.pt'
     if not f.exists():
         return None
@@ -190,6 +192,9 @@ def _load_checkpoint(run_dir: Path, cfg: ExperimentConfig):
         if not (isinstance(ckpt, dict) and _CKPT_KEYS <= set(ckpt)):
             raise ValueError(f'not a run checkpoint: it lacks {sorted(_CKPT_KEYS)}')
     except Exception as e:  # truncated, empty, random bytes: torch raises any of several kinds
+        if not writable:
+            warnings.warn(f'{f} is damaged ({type(e).__name__}: {e}); read without it')
+            return None
         f.replace(f.with_name('checkpoint.damaged.pt'))
         warnings.warn(
             f"{f} is damaged ({type(e).__name__}: {e}); set aside as checkpoint.damaged.pt: the run's records are used "
@@ -215,6 +220,65 @@ def _check_code(run_dir: Path, ckpt: dict, allow_code_change: bool):
     )
 
 
+ALLOW_ENV_CHANGE_ENV = 'FEDREPRO_ALLOW_ENV_CHANGE'  # '1': resume runs under another environment unless told otherwise
+# what a resumed segment must share with the one before to continue bit for bit; on a CPU its threads too, on a GPU
+# whether the algorithms are deterministic
+_SAME_ENV = ('torch', 'device', 'device_name')
+
+
+def _env_changes(was: dict, now: dict) -> list[str]:
+    "How environment `now` differs from `was` in what a run's numbers depend on (a key `was` lacks is not compared)."
+    keys = _SAME_ENV + (('torch_threads',) if str(now.get('device')).startswith('cpu') else ('deterministic',))
+    return [f'{k}={was[k]!r} (this process: {now.get(k)!r})' for k in keys if k in was and was[k] != now.get(k)]
+
+
+def _check_env(run_dir: Path, ckpt: dict, device, allow: bool):
+    """Refuse to resume `ckpt` under an environment its last segment (`env.json`) did not have: another thread count,
+    device or torch, whose rounds would differ in their last bits from an uninterrupted run's; unless allowed."""
+    env = _read_json(run_dir / 'env.json')
+    segments = env.get('segments', [env]) if isinstance(env, dict) else []
+    if allow or not segments or not isinstance(segments[-1], dict):
+        return
+    if changes := _env_changes(segments[-1], environment(device)):
+        raise RuntimeError(
+            f"{run_dir} stopped at round {ckpt['round']} under {', '.join(changes)}: resumed so, its rounds would not "
+            'be those of an uninterrupted run; resume it under the same setting (threads: OMP_NUM_THREADS or '
+            f'torch.set_num_threads), or pass allow_env_change=True (--allow-env-change, {ALLOW_ENV_CHANGE_ENV}=1) to '
+            'resume anyway'
+        )
+
+
+def _check_config_record(run_dir: Path, cfg: ExperimentConfig) -> dict | None:
+    """The config `config.json` records (None where it is missing or unreadable: it is written again), refused in one
+    line, naming the field, where it is another config than `cfg` (edited, or another run's)."""
+    f = run_dir / 'config.json'
+    rec = _read_json(f)
+    was = rec.get('config') if isinstance(rec, dict) else None
+    if not isinstance(was, dict):
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            same = ExperimentConfig.from_dict(was).hash == cfg.hash
+    except (ValueError, TypeError, KeyError):
+        same = False
+    now = cfg.to_dict()
+    if not same:
+        skip = set(_NOT_HASHED) | {'eval_batch_size', 'device'}
+        if diff := [k for k in now if k in was and k not in skip and was[k] != now[k]]:
+            k = diff[0]
+            raise ValueError(
+                f"{f} records {k}={was[k]!r}, this run's config has {k}={now[k]!r}: the file was edited or belongs to "
+                'another run; put it back as it was (or delete it: it is written again), or use another out directory'
+            )
+    if rec.get('hash', cfg.hash) != cfg.hash:
+        raise ValueError(
+            f"{f} records hash={rec['hash']!r}, this run's config hashes to {cfg.hash!r}: the file was edited; put it "
+            'back as it was (or delete it: it is written again)'
+        )
+    return was
+
+
 def _until_divergence(rows: list) -> list:
     "`rows` up to the round the run diverged, that row marked with why: the records of a run stopped there."
     if not rows or (d := divergence(pd.DataFrame(rows))) is None:
@@ -231,24 +295,52 @@ def _write_metrics(run_dir: Path, rows: list):
     atomic_write(run_dir / 'metrics.csv', lambda p: Path(p).write_text(_metrics_text(rows)))
 
 
-def _finished_records(run_dir: Path, cfg: ExperimentConfig, ckpt, keep_diverged: bool = False) -> pd.DataFrame | None:
-    "A finished run's metrics (stopped where it diverged unless `keep_diverged`), or None."
+# what `summary.json` says of a finished run found without its checkpoint
+UNVERIFIED = 'no checkpoint: metrics.csv and summary.json agree, but nothing can check them against the trained model'
+
+
+def _finished_records(
+    run_dir: Path, cfg: ExperimentConfig, ckpt, keep_diverged: bool = False, write: bool = True
+) -> pd.DataFrame | None:
+    """A finished run's metrics (stopped where it diverged unless `keep_diverged`), or None; `metrics.csv` rewritten
+    from the checkpoint where it differs (and `write`)."""
     f, s = run_dir / 'metrics.csv', run_dir / 'summary.json'
     if ckpt is not None:
         rows = ckpt['rows'] if keep_diverged else _until_divergence(ckpt['rows'])
         if ckpt['round'] != cfg.rounds and (keep_diverged or 'diverged' not in rows[-1]):
             return None
-        if not f.exists() or f.read_bytes() != _metrics_text(rows).encode():
+        if write and (not f.exists() or f.read_bytes() != _metrics_text(rows).encode()):
             _write_metrics(run_dir, rows)
         return pd.DataFrame(rows)
     try:
         metrics = pd.read_csv(f)
-    except (OSError, ValueError):
-        return None  # missing, empty or unparsable: not a finished run's records
-    rounds = metrics['round'].tolist() if 'round' in metrics else []
-    stopped = divergence(metrics) is not None and not keep_diverged and rounds == list(range(len(rounds)))
-    complete = rounds == list(range(cfg.rounds + 1)) or stopped
-    return metrics if complete and summarize_run(cfg, metrics) == _read_json(s) else None
+        rounds = metrics['round'].tolist() if 'round' in metrics else []
+        stopped = divergence(metrics) is not None and not keep_diverged and rounds == list(range(len(rounds)))
+        complete = rounds == list(range(cfg.rounds + 1)) or stopped
+        summary = _read_json(s)
+        if isinstance(summary, dict):
+            summary.pop('unverified', None)
+        agree = complete and summarize_run(cfg, metrics) == summary and _local_agrees(run_dir, cfg, metrics)
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None  # missing, empty, unparsable or without its columns: not a finished run's records
+    return metrics if agree else None
+
+
+def _local_agrees(run_dir: Path, cfg: ExperimentConfig, metrics: pd.DataFrame) -> bool:
+    """Whether `local.csv` (with `eval_local`) agrees with `metrics.csv`: each round's local models' mean accuracy, and
+    the global model's accuracy."""
+    if not cfg.eval_local:
+        return True
+    local = pd.read_csv(run_dir / 'local.csv')
+    by_round = metrics.set_index('round')
+    for t, g in local.groupby('round'):
+        if t not in by_round.index:
+            return False
+        for model, column, value in (('local', 'local_acc', np.mean), ('global', 'test_acc', lambda a: a[0])):
+            acc = g.loc[g['model'] == model, 'test_acc'].to_numpy(float)
+            if len(acc) and not np.isclose(value(acc), float(by_round.loc[t, column]), rtol=1e-12, atol=0):
+                return False
+    return True
 
 
 def _local_rows(t: int, ev: dict, r: dict) -> list:
@@ -293,15 +385,18 @@ def _write_local(run_dir: Path, local: pd.DataFrame):
         atomic_write(f, lambda p: Path(p).write_text(text))
 
 
-def _finished_local(run_dir: Path, cfg: ExperimentConfig, ckpt, metrics: pd.DataFrame) -> pd.DataFrame | None:
+def _finished_local(
+    run_dir: Path, cfg: ExperimentConfig, ckpt, metrics: pd.DataFrame, write: bool = True
+) -> pd.DataFrame | None:
     """A finished run's `local.csv` (with `eval_local`): the checkpoint's rows to the metrics' last round, which the
-    file is rewritten to if it differs; without a checkpoint, the file's."""
+    file is rewritten to if it differs (and `write`); without a checkpoint, the file's."""
     if not cfg.eval_local:
         return None
     last = int(metrics['round'].max())
     if ckpt is not None and 'local_rows' in ckpt:
         local = _local_frame(ckpt['local_rows'], last)
-        _write_local(run_dir, local)
+        if write:
+            _write_local(run_dir, local)
         return local
     try:
         local = pd.read_csv(run_dir / 'local.csv', dtype={'client': 'Int64'})
@@ -325,15 +420,22 @@ def _locked(run_dir: Path):
     try:
         import fcntl
     except ImportError:
-        yield
+        yield True
         return  # no flock (Windows): unlocked
-    with open(run_dir / '.lock', 'w') as f:
+    try:
+        f = open(run_dir / '.lock', 'w')
+    except OSError as e:
+        if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        yield False  # a folder this process may read but not write: its records can be read, not written
+        return
+    with f:
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             warnings.warn(f'{run_dir} is being run by another process; waiting for it to finish')
             fcntl.flock(f, fcntl.LOCK_EX)
-        yield
+        yield True
 
 
 def _segments(run_dir: Path, fed: Federation, start: int) -> dict:
@@ -355,32 +457,79 @@ def run(
     keep_diverged: bool = False,
     allow_code_change: bool = False,
     deterministic: bool | None = None,
+    allow_env_change: bool | None = None,
 ) -> RunResult:
-    "Run `cfg` (or resume it) in `out/<cfg.run_name>`, writing its records; returns them."
+    """Run `cfg` (or resume it) in `out/<cfg.run_name>`, writing its records; returns them. `allow_env_change`: resume
+    under another thread count, device or torch (None: as `FEDREPRO_ALLOW_ENV_CHANGE` says)."""
     deterministic = deterministic_requested(deterministic)
+    if allow_env_change is None:
+        allow_env_change = os.environ.get(ALLOW_ENV_CHANGE_ENV, '0') == '1'
     run_dir = Path(out) / cfg.run_name
     fresh = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
+    allow = (allow_code_change, allow_env_change)
     try:
-        with _locked(run_dir), deterministic_algorithms(deterministic):
-            return _run(cfg, run_dir, callbacks, progress, data, keep_diverged, allow_code_change)
-    except BaseException:
-        if fresh and {p.name for p in run_dir.iterdir()} <= {'.lock'}:
+        with _locked(run_dir) as writable, deterministic_algorithms(deterministic):
+            return _run(cfg, run_dir, callbacks, progress, data, keep_diverged, allow, writable)
+    except BaseException as e:
+        if fresh and run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= {'.lock'}:
             shutil.rmtree(run_dir, ignore_errors=True)  # a config its data refuse leaves none
+        if full := _out_of_space(run_dir, e):
+            raise full from None
         raise
 
 
-def _run(cfg, run_dir, callbacks, progress, data, keep_diverged, allow_code_change) -> RunResult:
-    ckpt = _load_checkpoint(run_dir, cfg)
-    if (done := _finished_records(run_dir, cfg, ckpt, keep_diverged)) is not None:
+def _out_of_space(run_dir: Path, e: BaseException) -> OSError | None:
+    """`e` said in words where it comes from a full disk: no space left (errno), or torch's writer failing ('unexpected
+    pos') with less than a MiB free; else None."""
+    torch_write = isinstance(e, RuntimeError) and ('unexpected pos' in str(e) or 'write failed' in str(e))
+    if not (isinstance(e, OSError) and e.errno == errno.ENOSPC or torch_write):
+        return None
+    try:
+        free = shutil.disk_usage(run_dir).free
+    except OSError:
+        free = 0
+    if torch_write and free >= 2**20:
+        return None
+    full = OSError(
+        f'no space left on the device of {run_dir} ({free / 2**20:.1f} MiB free) while writing its records: free some '
+        'space there, then run the same command, which resumes from the rounds recorded so far'
+    )
+    full.errno = errno.ENOSPC
+    return full
+
+
+def _run(cfg, run_dir, callbacks, progress, data, keep_diverged, allow, writable=True) -> RunResult:
+    allow_code_change, allow_env_change = allow
+    ckpt = _load_checkpoint(run_dir, cfg, writable)
+    recorded = _check_config_record(run_dir, cfg)
+    if (done := _finished_records(run_dir, cfg, ckpt, keep_diverged, writable)) is not None:
         summary = summarize_run(cfg, done)
-        if _read_json(run_dir / 'summary.json') != summary:
+        if ckpt is None:
+            summary['unverified'] = UNVERIFIED
+            warnings.warn(f'{run_dir}: {UNVERIFIED}; its records are returned as unverified')
+        if writable and _read_json(run_dir / 'summary.json') != summary:
             write_json(summary, run_dir / 'summary.json')
-        return RunResult(cfg, run_dir, done, summary, _finished_local(run_dir, cfg, ckpt, done))
+        if writable and recorded is None:
+            write_json({'config': cfg.to_dict(), 'hash': cfg.hash}, run_dir / 'config.json')
+        return RunResult(cfg, run_dir, done, summary, _finished_local(run_dir, cfg, ckpt, done, writable))
+    if not writable:
+        raise PermissionError(
+            errno.EACCES,
+            f'{run_dir} is not a finished run and this process cannot write there: run it where it can write, '
+            '(copy the folder to another --out)',
+        )
     if ckpt:
         _check_code(run_dir, ckpt, allow_code_change)
+        if isinstance(recorded, dict) and recorded.get('eval_batch_size', cfg.eval_batch_size) != cfg.eval_batch_size:
+            warnings.warn(
+                f"{run_dir} was evaluated {recorded['eval_batch_size']} test images a pass; resumed so, not "
+                f'{cfg.eval_batch_size}, so that its rounds are those of an uninterrupted run'
+            )
+            cfg = cfg.replace(eval_batch_size=recorded['eval_batch_size'])
     fed = Federation(cfg, data=data, store=ClientStore(run_dir / 'client_states'))
     if ckpt:
+        _check_env(run_dir, ckpt, fed.device, allow_env_change)
         fed.load_state_dict(ckpt['federation'])
         rows, local_rows, start = ckpt['rows'], ckpt.get('local_rows', []), ckpt['round'] + 1
     else:

@@ -145,16 +145,20 @@ REFUSED = {  # case: (config fields, words the ValueError must hold)
     ),
     'hidden -3': (
         dict(model='mlp', model_params={'hidden': -3}),
-        ["model_params={'hidden': -3} is not allowed: options model 'mlp' can be built with"],
+        ["model_params['hidden']=-3 is not allowed: a list of integers >= 1 (widths)"],
     ),
     'hidden with a negative width': (
         dict(model='mlp', model_params={'hidden': [200, -1]}),
-        ["model_params={'hidden': [200, -1]} is not allowed", 'positive widths'],
+        ["model_params['hidden']=[200, -1] is not allowed: a list of integers >= 1"],
     ),
-    'hidden text': (dict(model='mlp', model_params={'hidden': 'x'}), ["model_params={'hidden': 'x'} is not allowed"]),
+    'hidden text': (dict(model='mlp', model_params={'hidden': 'x'}), ["model_params['hidden']='x' is not allowed"]),
+    'hidden a fraction': (dict(model='mlp', model_params={'hidden': [64.5]}), ["model_params['hidden']=[64.5] is not"]),
+    'hidden a bool': (dict(model='mlp', model_params={'hidden': [True]}), ["model_params['hidden']=[True] is not"]),
+    'batch_norm 1': (dict(model='vgg16', model_params={'batch_norm': 1}), ["['batch_norm']=1 is not allowed: True or"]),
+    'projection_dim 2.5': (dict(model_params={'projection_dim': 2.5}), ["['projection_dim']=2.5 is not allowed"]),
     'cnn5 hidden 0': (
         dict(model='cnn5', model_params={'hidden': 0}),
-        ["model_params={'hidden': 0} is not allowed", 'a positive width'],
+        ["model_params['hidden']=0 is not allowed: an integer >= 1"],
     ),
     'model_params None': (dict(model_params=None), ['model_params=None is not allowed: a dict']),
     'aux_per_class negative': (dict(aux_per_class=-1), ['aux_per_class=-1 is not allowed: an integer >= 0']),
@@ -301,7 +305,8 @@ CLI = {  # case: (argv, exit code, words of the message); '{file}' is a file
         2,
         ["params['mu']=0.1 is not allowed: a hyperparameter of fedavg"],
     ),
-    '--set hidden -3': (RUN + ['--set', 'hidden=-3'], 2, ["model_params={'hidden': -3} is not allowed"]),
+    '--set hidden -3': (RUN + ['--set', 'hidden=-3'], 2, ["model_params['hidden']=-3 is not allowed"]),
+    '--set hidden text': (RUN + ['--set', 'hidden=abc'], 2, ["model_params['hidden']='abc' is not allowed"]),
     '--classes-per-client 12': (
         RUN + ['--partition', 'classes', '--classes-per-client', '12'],
         2,
@@ -420,9 +425,11 @@ def test_a_damaged_file_of_a_finished_run_is_recovered(case, finished, tmp_path)
         warnings.simplefilter('always')
         again = run(cfg, tmp_path)
     pd.testing.assert_frame_equal(again.metrics, res.metrics)
-    assert again.summary == res.summary
+    # without its checkpoint nothing can verify the records: returned, and said to be unverified
+    summary = res.summary | ({'unverified': runner.UNVERIFIED} if name == 'checkpoint.pt' else {})
+    assert again.summary == summary
     pd.testing.assert_frame_equal(pd.read_csv(again.run_dir / 'metrics.csv'), pd.read_csv(res.run_dir / 'metrics.csv'))
-    assert json.loads((again.run_dir / 'summary.json').read_text()) == res.summary
+    assert json.loads((again.run_dir / 'summary.json').read_text()) == summary
     if warns:
         assert any(warns in str(x.message) and 'checkpoint.pt' in str(x.message) for x in w), [
             str(x.message) for x in w
@@ -495,3 +502,321 @@ def test_a_diverged_run_is_recorded_as_diverged_and_reports_no_accuracy(case, tm
     assert res.summary['best_acc'] is res.summary['final_acc'] is None
     assert res.metrics['diverged'].iloc[-1] == d['reason']
     assert run(cfg, tmp_path).summary == res.summary  # found again, not retrained
+
+
+# ---- round two (#48): identity, forged records, concurrent jobs, damaged evidence, interrupts, messages
+
+KNOWN_HASHES = {  # computed before #48 changed the identity's checks: a config's hash is its runs' directory
+    'default': (dict(), '23612897b249073e'),
+    'mlp fedprox': (
+        dict(model='mlp', algorithm='fedprox', params={'mu': 0.01}, num_clients=20, clients_per_round=5, rounds=3),
+        'a41e7f0a7cec98c5',
+    ),
+    'eval batch 1024': (dict(eval_batch_size=1024, device='cpu'), 'e7b22e7dda2a91e5'),
+    'hidden 64': (dict(model='mlp', model_params={'hidden': [64]}), 'd9afc9fdc5049e19'),
+    'dirichlet momentum': (
+        dict(partition='dirichlet', partition_params={'alpha': 0.5}, momentum=0.9, seed=3, eval_local=True),
+        '32daac8c43ecc2b5',
+    ),
+    'digits test_size': (
+        dict(dataset='digits', model='mlp', test_size=100, augment='none', rounds=2, local_steps=5),
+        'f3147b78d6a63695',
+    ),
+}
+
+
+@pytest.mark.parametrize('case', KNOWN_HASHES)
+def test_known_configs_keep_their_hashes(case):
+    fields, digest = KNOWN_HASHES[case]
+    if case == 'mlp fedprox':
+        fields = {**fields, 'lr': 0.05}
+    assert ExperimentConfig(**fields).hash == digest
+
+
+TINY = dict(model='mlp', num_clients=4, clients_per_round=2, rounds=3, lr=0.05, batch_size=50, device='cpu')
+
+
+def _stopped(tmp_path, **kw):
+    "A tiny run stopped after round 1, as an interrupt leaves it."
+    cfg = ExperimentConfig(**TINY, test_size=500, **kw)
+    with pytest.raises(Stop):
+        run(cfg, tmp_path, callbacks=[stop_after(1)])
+    return cfg
+
+
+def test_resuming_under_another_thread_count_is_refused_unless_allowed(tmp_path):
+    import torch
+
+    cfg, threads = _stopped(tmp_path), torch.get_num_threads()
+    torch.set_num_threads(threads + 1)
+    try:
+        with pytest.raises(RuntimeError, match=f'torch_threads={threads} \\(this process: {threads + 1}\\).*allow_env'):
+            run(cfg, tmp_path)
+        res = run(cfg, tmp_path, allow_env_change=True)
+    finally:
+        torch.set_num_threads(threads)
+    assert len(res.metrics) == 4
+    segments = json.loads((res.run_dir / 'env.json').read_text())['segments']
+    assert [s['torch_threads'] for s in segments] == [threads, threads + 1]
+
+
+def test_a_resume_keeps_the_recorded_eval_batch_size(tmp_path):
+    cfg = _stopped(tmp_path, eval_batch_size=100)
+    with pytest.warns(UserWarning, match='evaluated 100 test images a pass; resumed so, not 256'):
+        res = run(cfg.replace(eval_batch_size=256), tmp_path)
+    assert res.cfg.eval_batch_size == 100 and len(res.metrics) == 4
+
+
+def _copy(finished, tmp_path):
+    cfg, res = finished
+    shutil.copytree(res.run_dir, tmp_path / cfg.run_name)
+    return cfg, res, tmp_path / cfg.run_name
+
+
+def test_records_without_their_checkpoint_are_returned_as_unverified(finished, tmp_path):
+    cfg, res, d = _copy(finished, tmp_path)
+    (d / 'checkpoint.pt').unlink()
+    m = pd.read_csv(d / 'metrics.csv')
+    m.loc[m['round'] == 3, 'test_acc'] = 0.99  # forged, and the summary forged to agree
+    m.to_csv(d / 'metrics.csv', index=False)
+    (d / 'summary.json').write_text(json.dumps(runner.summarize_run(cfg, m)))
+    with pytest.warns(UserWarning, match='nothing can check them against the trained model'):
+        again = run(cfg, tmp_path)
+    assert again.summary['unverified'] == runner.UNVERIFIED and again.summary['final_acc'] == 0.99
+    assert json.loads((d / 'summary.json').read_text())['unverified'] == runner.UNVERIFIED
+
+
+def test_an_edited_local_csv_without_its_checkpoint_is_not_trusted(tmp_path):
+    cfg = ExperimentConfig(**{**TINY, 'rounds': 1}, test_size=200, eval_local=True)
+    first = run(cfg, tmp_path)
+    (first.run_dir / 'checkpoint.pt').unlink()
+    local = pd.read_csv(first.run_dir / 'local.csv')
+    local.loc[local['model'] == 'local', 'test_acc'] = 0.99
+    local.to_csv(first.run_dir / 'local.csv', index=False)
+    again = run(cfg, tmp_path)  # the records disagree: trained again, to the same rows
+    assert 'unverified' not in again.summary
+    pd.testing.assert_frame_equal(again.local, first.local, check_dtype=False)
+
+
+CONFIG_EDITS = {  # case: (how config.json is edited, words of the refusal)
+    'lr edited': (lambda c: c['config'].update(lr=0.5), ["config.json records lr=0.5, this run's config has lr=0.05"]),
+    'rounds edited': (lambda c: c['config'].update(rounds=30), ['records rounds=30', 'has rounds=3']),
+    'hash edited': (lambda c: c.update(hash='0' * 16), ["records hash='0000000000000000'"]),
+}
+
+
+@pytest.mark.parametrize('case', CONFIG_EDITS)
+def test_an_edited_config_json_of_a_finished_run_is_refused_naming_the_field(case, finished, tmp_path):
+    cfg, res, d = _copy(finished, tmp_path)
+    edit, words = CONFIG_EDITS[case]
+    c = json.loads((d / 'config.json').read_text())
+    edit(c)
+    (d / 'config.json').write_text(json.dumps(c))
+    with pytest.raises(ValueError) as e:
+        run(cfg, tmp_path)
+    assert all(w in str(e.value) for w in words), str(e.value)
+
+
+def test_a_missing_config_json_of_a_finished_run_is_written_again(finished, tmp_path):
+    cfg, res, d = _copy(finished, tmp_path)
+    (d / 'config.json').write_text('{not json')
+    run(cfg, tmp_path)
+    assert json.loads((d / 'config.json').read_text())['hash'] == cfg.hash
+
+
+def test_a_finished_run_reads_without_write_access(finished, tmp_path, monkeypatch):
+    cfg, res, d = _copy(finished, tmp_path)
+    (d / 'metrics.csv').unlink()  # would be rewritten from the checkpoint if it could be
+    monkeypatch.setattr(runner, '_locked', contextlib.contextmanager(lambda run_dir: (yield False)))
+    monkeypatch.setattr(runner, 'atomic_write', lambda *a: pytest.fail('wrote to a read-only run'))
+    monkeypatch.setattr(runner, 'write_json', lambda *a: pytest.fail('wrote to a read-only run'))
+    again = run(cfg, tmp_path)
+    pd.testing.assert_frame_equal(again.metrics, res.metrics)
+    assert not (d / 'metrics.csv').exists()
+    with pytest.raises(PermissionError, match='is not a finished run and this process cannot write there'):
+        run(cfg.replace(rounds=4), tmp_path)
+
+
+def test_a_full_disk_says_so_naming_the_run(tmp_path, monkeypatch):
+    import torch
+    from collections import namedtuple
+
+    def full(*a, **k):
+        raise RuntimeError(
+            '[enforce fail at inline_container.cc:783] . PytorchStreamWriter failed writing file: '
+            'unexpected pos 1152 vs 1046'
+        )
+
+    monkeypatch.setattr(torch, 'save', full)
+    monkeypatch.setattr(shutil, 'disk_usage', lambda p: namedtuple('u', 'total used free')(10, 10, 0))
+    cfg = ExperimentConfig(**{**TINY, 'rounds': 1}, test_size=200)
+    code, err = fedrepro(
+        RUN + ['--num-clients', '4', '--clients-per-round', '2', '--test-size', '200', '--out', str(tmp_path)]
+    )
+    assert code == 2 and 'Traceback' not in err and len(err.strip().splitlines()) == 1, err
+    assert 'no space left on the device of' in err and str(tmp_path) in err, err
+    with pytest.raises(OSError, match='no space left on the device of .*run the same command'):
+        run(cfg, tmp_path)
+
+
+def test_ctrl_c_during_run_ends_in_one_line(tmp_path, monkeypatch):
+    import fedrepro.cli as cli
+
+    def interrupted(cfg, out, **kw):
+        run(cfg, out)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, 'run', interrupted)
+    code, err = fedrepro(RUN + ['--test-size', '200', '--out', str(tmp_path)])
+    assert code == 130 and len(err.strip().splitlines()) == 1, err
+    assert 'fedrepro: interrupted:' in err and 'keeps its records to round 1; the same command resumes it' in err, err
+
+
+def test_ctrl_c_during_reproduce_ends_in_one_line(tmp_path, monkeypatch):
+    import fedrepro.cli as cli
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, 'reproduce', interrupted)
+    code, err = fedrepro(['reproduce', 'quickstart', '--scale', 'smoke', '--out', str(tmp_path)])
+    assert code == 130 and len(err.strip().splitlines()) == 1, err
+    assert 'quickstart stopped: its previous results' in err and 'quickstart.failed.ipynb' in err, err
+
+
+# ---- concurrent jobs into one --out
+
+
+def test_a_second_reproduce_of_a_running_job_is_refused_in_one_line(tmp_path):
+    from fedrepro.jobs import job_lock
+
+    with job_lock(tmp_path, 'quickstart'):
+        code, err = fedrepro(['reproduce', 'quickstart', '--scale', 'smoke', '--out', str(tmp_path)])
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f'quickstart is already being reproduced into {tmp_path} by process {os.getpid()}' in err, err
+    assert list(tmp_path.iterdir()) == []  # the lock file goes with its holder
+
+
+def test_what_a_killed_job_left_is_put_back_and_its_processes_ended(tmp_path):
+    import subprocess
+    from fedrepro.jobs import _recover, job_lock
+
+    (tmp_path / 'job.csv').write_text('half written by the killed job')
+    (tmp_path / '.job.csv.999.previous').write_text('good')
+    (tmp_path / '.job.999.running.ipynb').write_text('where it stopped')
+    orphan = subprocess.Popen(['sleep', '60'], cwd=tmp_path, start_new_session=True)  # a killed job's kernel
+    (tmp_path / '.job.lock').write_text(f'999 {orphan.pid}\n')
+    try:
+        with pytest.warns(UserWarning, match='ended 1 processes that a killed job of job left running'):
+            with job_lock(tmp_path, 'job'):
+                pass
+        assert orphan.wait(timeout=5) == -9
+    finally:
+        orphan.kill()
+    _recover(tmp_path, 'job')  # what all_or_nothing does first
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {
+        'job.csv': 'good',
+        'job.failed.ipynb': 'where it stopped',
+    }
+
+
+def test_a_jobs_kernel_sockets_are_not_in_its_out_folder(tmp_path):
+    from fedrepro.jobs import quiet_kernel
+
+    if os.name != 'posix':
+        pytest.skip('local sockets are POSIX')
+    km = quiet_kernel(tmp_path / 'sockets')['kernel_manager_class']()
+    assert km.transport == 'ipc' and km.ip == str(tmp_path / 'sockets' / 'kernel')
+
+
+# ---- damaged evidence: the report and `fedrepro book --results` refuse it in one line
+
+
+def _cut(k):
+    def cut(f):
+        f.write_text(''.join(f.read_text().splitlines(True)[:-k]))
+
+    return cut
+
+
+def _replace(old, new):
+    return lambda f: f.write_text(f.read_text().replace(old, new, 1))
+
+
+EVIDENCE = {  # case: (artefact, file, damage, words of the refusal)
+    'per-seed file cut by a row': ('fedssd_table2', '_seeds', _cut(1), ['row 478 (line 479)', 'ends before']),
+    'per-seed file cut by ten rows': ('fedreg_table1', '_seeds', _cut(10), ['row 380', "lacks ['FedCurv', 'FedReg']"]),
+    'per-seed file cut by thirty rows': ('fedgc_table1', '_seeds', _cut(30), ['row 564', 'HWDigits-40 seed 2 lacks']),
+    'per-seed file cut inside a row': (
+        'fedreg_table1',
+        '_seeds',
+        lambda f: f.write_text(f.read_text()[:-20]),
+        ['row 390 (line 391): the file ends inside this row'],
+    ),
+    'a seed missing from a declared cell': (
+        'fedreg_figure2',
+        '_seeds',
+        lambda f: pd.read_csv(f).drop(index=3).to_csv(f, index=False),
+        ['declares [0, 1, 2, 3, 4]'],
+    ),
+    'a malformed seeds cell': ('fedreg_table1', '', _replace('0,1,2,3,4', '0;1'), ["row 1 (line 2): seeds is not"]),
+    'a value not a number': ('fedreg_figure2', '_seeds', lambda f: _bad_cell(f, 'value', 'abc'), ['value is not']),
+    'a seed not an integer': ('fedreg_figure2', '_seeds', lambda f: _bad_cell(f, 'seed', '1.5'), ['seed is not']),
+    'an unknown health': ('fedreg_figure2', '_seeds', lambda f: _bad_cell(f, 'health', 'fine'), ['health is not']),
+    'a row twice': (
+        'fedreg_figure2',
+        '_seeds',
+        lambda f: f.write_text(f.read_text() + f.read_text().splitlines(True)[1]),
+        ['a cell a row above holds already'],
+    ),
+    'a column missing': (
+        'fedreg_figure2',
+        '',
+        lambda f: pd.read_csv(f).drop(columns='scale').to_csv(f, index=False),
+        ['its header is'],
+    ),
+    'binary garbage': ('fedreg_figure2', '_seeds', lambda f: f.write_bytes(os.urandom(400)), ['not a text CSV']),
+    'a table without its per-seed file': (
+        'fedreg_figure2',
+        '_seeds',
+        lambda f: f.unlink(),
+        ['has no per-seed file fedreg_figure2_seeds.csv beside it'],
+    ),
+}
+
+
+def _bad_cell(f, column, value):
+    rows = pd.read_csv(f, dtype=str, keep_default_na=False)
+    rows.loc[2, column] = value
+    rows.to_csv(f, index=False)
+
+
+@pytest.mark.parametrize('case', EVIDENCE)
+def test_damaged_evidence_is_refused_naming_file_and_row(case, tmp_path):
+    from fedrepro.repro import check_artefact, committed_results
+
+    name, which, damage, words = EVIDENCE[case]
+    for s in ('', '_seeds'):
+        shutil.copy(committed_results() / f'{name}{s}.csv', tmp_path)
+    damage(tmp_path / f'{name}{which}.csv')
+    with pytest.raises(ValueError) as e:
+        check_artefact(tmp_path, name)
+    msg = str(e.value)
+    assert '\n' not in msg and str(tmp_path / name) in msg and all(w in msg for w in words), msg
+
+
+def test_every_committed_csv_passes_the_reports_checks():
+    from fedrepro.repro import artefact_sources
+
+    sources = artefact_sources()
+    assert set(sources['source']) == {'committed mini run'}
+
+
+def test_book_results_refuses_damaged_evidence_before_it_runs(tmp_path):
+    from fedrepro.repro import committed_results
+
+    for s in ('', '_seeds'):
+        shutil.copy(committed_results() / f'fedreg_figure2{s}.csv', tmp_path)
+    _cut(3)(tmp_path / 'fedreg_figure2_seeds.csv')
+    code, err = fedrepro(['book', '--results', str(tmp_path)])
+    assert code == 2 and len(err.strip().splitlines()) == 1 and 'fedreg_figure2_seeds.csv is damaged' in err, err
