@@ -336,6 +336,10 @@ def main(argv=None):
     ) as e:  # OSError: an --out or --data-root that cannot be used, named in e
         parser.exit(2, f'fedrepro: error: {e}\n')
     except KeyboardInterrupt:
+        if 'job' in doing:  # the interrupted kernel's cell leaves a task behind that asyncio would log at exit
+            import logging
+
+            logging.getLogger('asyncio').setLevel(logging.CRITICAL)
         parser.exit(130, f'fedrepro: interrupted: {_kept(args, doing)}\n')
 
 
