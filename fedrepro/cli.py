@@ -14,7 +14,7 @@ from .config import ExperimentConfig, model_options
 from .runner import run
 from pathlib import Path
 import pandas as pd
-from .jobs import SCALES, reproductions, jobs, check_job, reproduce, _stem
+from .jobs import SCALES, reproductions, jobs, check_job, reproduce, job_stem
 
 # %% auto #0
 __all__ = ['config_from_args', 'list_all', 'main']
@@ -291,7 +291,7 @@ def main(argv=None):
             for name in todo:
                 check_job(name, args.scale, args.device, extra)  # all refused before the first starts
             for name in todo:
-                doing.update(job=name, stem=_stem(name, extra))
+                doing.update(job=name, stem=job_stem(name, extra))
                 t0 = time.perf_counter()
                 path = reproduce(
                     name,

@@ -19,7 +19,7 @@ from .core import check, bad_value, DATASETS, PARTITIONS, MODELS, ALGORITHMS
 from .data import AUX_FROM, AUX_FROM_ALLOWED, AUGMENT, AUGMENT_ALLOWED, NORMALIZE, NORMALIZE_ALLOWED
 
 # %% auto #0
-__all__ = ['model_options', 'ExperimentConfig']
+__all__ = ['NOT_HASHED', 'model_options', 'ExperimentConfig']
 
 # %% ../nbs/01_config.ipynb #55c9b249
 def model_options(name: str) -> set:
@@ -71,7 +71,7 @@ def _without_defaults(params: dict, defaults: dict) -> dict:
     }
 
 
-_NOT_HASHED = ('data_root', 'download', 'checkpoint_every', 'gpus_per_run')  # where a run goes, not what it computes
+NOT_HASHED = ('data_root', 'download', 'checkpoint_every', 'gpus_per_run')  # where a run goes, not what it computes
 _HASHED_WHEN_SET = {
     'momentum': 0.0,
     'weight_decay': 0.0,
@@ -357,7 +357,7 @@ class ExperimentConfig:
         d = {
             k: _HASHED_AS.get(k, v)
             for k, v in self.to_dict().items()
-            if k not in _NOT_HASHED and not (k in _HASHED_WHEN_SET and v == _HASHED_WHEN_SET[k])
+            if k not in NOT_HASHED and not (k in _HASHED_WHEN_SET and v == _HASHED_WHEN_SET[k])
         }
         # stored with ints as floats: `_canonicalise`
         d['params'] = _without_defaults(self.params, ALGORITHMS[self.algorithm].hparams)

@@ -16,8 +16,8 @@ import fedrepro
 from .core import check, environment_set, get_device
 
 # %% auto #0
-__all__ = ['SCALES', 'repro_dir', 'reproductions', 'job_path', 'job_parameters', 'jobs', 'check_job', 'all_or_nothing',
-           'quiet_kernel', 'end_group', 'job_lock', 'run_options', 'reproduce']
+__all__ = ['SCALES', 'repro_dir', 'reproductions', 'job_path', 'job_parameters', 'jobs', 'check_job', 'job_stem',
+           'all_or_nothing', 'quiet_kernel', 'end_group', 'job_lock', 'run_options', 'reproduce']
 
 # %% ../nbs/07a_jobs.ipynb #134b0239
 SCALES = ('paper', 'mini', 'smoke')
@@ -113,7 +113,7 @@ def check_job(name: str, scale: str = 'mini', device: str = 'auto', extra: dict 
 _HOW = ('workers', 'backend')  # how a job's runs are executed, not what they compute
 
 
-def _stem(name: str, extra: dict) -> str:
+def job_stem(name: str, extra: dict) -> str:
     """The name of a job's executed notebook: `name` and the values of its own parameters (profile=P: `<name>_P`, beside
     its CSVs), except those in `_HOW`."""
     return name + ''.join(f'_{v}' for k, v in extra.items() if k not in _HOW)
@@ -292,7 +292,7 @@ def reproduce(
     params = dict(scale=scale, device=device, data_root=str(Path(data_root).resolve()), out_dir=str(out), **extra)
     if seeds is not None:
         params['seeds'] = list(seeds)
-    stem, kernel = _stem(name, extra), []
+    stem, kernel = job_stem(name, extra), []
     sockets = Path(tempfile.mkdtemp(prefix='fedrepro-'))  # the kernel's socket files: never in `out`
     started = lambda pid: (kernel.append(pid), record(pid))
     execute = lambda path: pm.execute_notebook(

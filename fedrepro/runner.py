@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 from .core import atomic_write, write_json, check
-from .config import ExperimentConfig, _NOT_HASHED
+from .config import ExperimentConfig, NOT_HASHED
 from .engine import Federation, ClientStore
 
 # %% auto #0
@@ -264,7 +264,7 @@ def _check_config_record(run_dir: Path, cfg: ExperimentConfig) -> dict | None:
         same = False
     now = cfg.to_dict()
     if not same:
-        skip = set(_NOT_HASHED) | {'eval_batch_size', 'device'}
+        skip = set(NOT_HASHED) | {'eval_batch_size', 'device'}
         if diff := [k for k in now if k in was and k not in skip and was[k] != now[k]]:
             k = diff[0]
             raise ValueError(
