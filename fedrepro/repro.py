@@ -742,14 +742,15 @@ def read_seed_csv(path) -> pd.DataFrame:
 
 
 def read_seed_csvs(folder, prefix: str) -> pd.DataFrame:
-    """Every `<prefix>*_seeds.csv` of `folder` as one table, a cell that two artefacts share (one run, two tables) once
-    (empty, with the columns, when there is none)."""
+    """Every `<prefix>*_seeds.csv` of `folder` as one table (empty, with the columns, when there is none). Cells that
+    two artefacts share (one config, two tables) are read from the first file that has them, all seeds from it, as
+    the report reads them: never one artefact's seeds beside another's."""
     files = sorted(Path(folder).glob(f'{prefix}*_seeds.csv'))
     if not files:
         return pd.DataFrame(columns=SEED_COLUMNS)
-    return pd.concat([read_seed_csv(f) for f in files], ignore_index=True).drop_duplicates(
-        ['setting', 'method', 'seed', 'metric'], ignore_index=True
-    )
+    cells = pd.concat([read_seed_csv(f).assign(file=f.name) for f in files], ignore_index=True)
+    first = cells.groupby(['setting', 'method', 'metric'], sort=False)['file'].transform('first')
+    return cells[cells['file'] == first].drop(columns='file').drop_duplicates(SEED_COLUMNS[:4], ignore_index=True)
 
 # %% ../nbs/09a_repro.ipynb #06e37f13
 def param_sweep(
