@@ -1,10 +1,13 @@
 """Every reproduction notebook runs at smoke scale and honours the CSV contract.
 
 They run in this process, as nbdev_test runs the chapters, with the parameters papermill would inject and their runs in
-this process too (`FEDREPRO_WORKERS=1`): a kernel's and a pool's start cost more than a smoke job's runs. The path
-through papermill, `reproduce`, is tested in test_cli.py and test_readme.py."""
+this process too (`FEDREPRO_WORKERS=1`): a kernel's and a pool's start cost more than a smoke job's runs. Every job's
+`runs` folder is one folder shared by the session, as `reproduce` shares one `--out`: a config two jobs repeat trains
+once (the runner's lock makes a second worker wait for it), which is most of a job's time. The path through papermill,
+`reproduce`, is tested in test_cli.py and test_readme.py."""
 
 from pathlib import Path
+import os
 import pandas as pd
 import pytest
 from execnb.nbio import read_nb, mk_cell
@@ -34,10 +37,20 @@ def execute_at_smoke(name: str, out: Path):
     CaptureShell().run_all(nb, exc_stop=True)
 
 
+@pytest.fixture(scope='session')
+def shared_runs(tmp_path_factory) -> Path:
+    "One `runs` folder for every smoke job of the session, across pytest-xdist's workers (their folders' parent)."
+    base = tmp_path_factory.getbasetemp()
+    runs = (base.parent if os.environ.get('PYTEST_XDIST_WORKER') else base) / 'smoke_runs'
+    runs.mkdir(exist_ok=True)
+    return runs
+
+
 @pytest.mark.parametrize('name', NOTEBOOKS)
-def test_reproduction_runs_at_smoke_scale(name, tmp_path, monkeypatch):
+def test_reproduction_runs_at_smoke_scale(name, tmp_path, monkeypatch, shared_runs):
     monkeypatch.setenv('FEDREPRO_WORKERS', '1')
     monkeypatch.chdir(tmp_path)
+    (tmp_path / 'runs').symlink_to(shared_runs, target_is_directory=True)
     execute_at_smoke(name, tmp_path)
     csvs = sorted(c for c in tmp_path.glob('*.csv') if not c.name.endswith('_seeds.csv'))
     assert csvs, 'a reproduction notebook writes its table as CSV into out_dir'
