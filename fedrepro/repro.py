@@ -29,11 +29,11 @@ __all__ = ['FAILURES', 'OK', 'BEST_ACC', 'FINAL_ACC', 'ROUNDS', 'SHOWN_FIELDS', 
            'sweep_rows', 'sweep_view', 'seed_cells', 'split_health', 'write_seed_csv', 'read_seed_csv',
            'read_seed_csvs', 'param_sweep', 'tuned_params', 'seed_flags', 'table_rows', 'unrun_rows', 'paper_view',
            'plot_curves', 'Judged', 'Untestable', 'sign_flip', 'effect', 'Compare', 'Band', 'Never', 'NotAbove', 'Same',
-           'Interior', 'Fails', 'Stable', 'Elsewhere', 'OtherQuantity', 'Exact', 'Derived', 'Inert', 'Engaged', 'Claim',
-           'holm', 'combine', 'counts', 'basis', 'judge', 'paper_artefacts', 'reader_coverage', 'report_papers',
-           'default_jobs', 'committed_results', 'artefact_tables', 'DamagedCSV', 'read_text_csv', 'check_table_csv',
-           'check_seed_csv', 'check_artefact', 'artefact_sources', 'paper_cells', 'report_verdicts', 'verdict_summary',
-           'SCALES']
+           'Interior', 'Fails', 'Stable', 'Elsewhere', 'OtherQuantity', 'Exact', 'Derived', 'Inert', 'Untuned',
+           'Engaged', 'Claim', 'holm', 'combine', 'counts', 'basis', 'judge', 'paper_artefacts', 'reader_coverage',
+           'report_papers', 'default_jobs', 'committed_results', 'artefact_tables', 'DamagedCSV', 'read_text_csv',
+           'check_table_csv', 'check_seed_csv', 'check_artefact', 'artefact_sources', 'paper_cells', 'report_verdicts',
+           'verdict_summary', 'SCALES']
 
 # %% ../nbs/09a_repro.ipynb #200c5cdc
 class Word(str, Enum):
@@ -1334,6 +1334,24 @@ class Inert(_Wraps):
 
     def judge(self, cells: pd.DataFrame) -> Judged:
         raise Untestable(f'by analysis: {self.why}')
+
+
+@dataclass(frozen=True)
+class Untuned(_Wraps):
+    """`comparison` for a claim in `method`'s favour, `method` run at a hyperparameter the paper tuned per dataset and
+    this stand-in has not (`why`: the sweep seeds' numbers). Untuned, a method can only be under-rated: a reproduced
+    outcome stands, any other is not testable here, its evidence kept in the reason."""
+
+    comparison: object = None
+    method: str = ''
+    why: str = ''
+    basis: ClassVar[Basis] = Basis.EMPIRICAL
+
+    def judge(self, cells: pd.DataFrame) -> Judged:
+        judged = self.comparison.judge(cells)
+        if judged.outcome is Outcome.REPRODUCED:
+            return judged
+        raise Untestable(f'{self.method} untuned here: {self.why} ({judged.outcome.value} as run: {judged.evidence})')
 
 
 @dataclass(frozen=True)
