@@ -13,7 +13,7 @@ from .core import ALGORITHMS, PAPERS, check, torch_rng
 from .config import ExperimentConfig
 from .engine import Algorithm, ClientContext, local_sgd, batch_schedule, check_hparam
 from .metrics import best_accuracy, r_a
-from .repro import Paper, Setting, Claim, Compare, Band, Never, NotAbove, Same, Interior, Exact
+from .repro import Paper, Setting, Claim, Compare, Band, Never, NotAbove, Same, Interior, Exact, Untuned
 from .repro import OtherQuantity, Derived
 from .repro import Metric, BEST_ACC, ROUNDS, Health, Kind, OK, reference_health, target_health
 
@@ -21,7 +21,7 @@ from .repro import Metric, BEST_ACC, ROUNDS, Health, Kind, OK, reference_health,
 __all__ = ['FEDREG_METHODS', 'EMNIST_MINI_LR', 'CIFAR100_MINI_LR', 'CIFAR10_ONE_CLASS_MINI_LR', 'MNIST_MINI_LR', 'CT_CNN',
            'CT_MINI_LR', 'MINI_TUNED', 'FEDREG_SETTINGS', 'FEDREG_PRIVACY_METHODS', 'DP_CLIP', 'MINI_DP_SIGMA',
            'TABLE4', 'TABLE4_SETTINGS', 'MINI_TABLE4_SKIP', 'FEDREG_THRESHOLDS', 'ETA_FACTORS', 'SWEEP_FACTORS',
-           'SWEEP_LEVELS', 'sweep_method', 'FEDREG_CLAIMS', 'FEDREG_METRICS', 'FEDREG_FEEDS', 'FEDREG',
+           'SWEEP_LEVELS', 'sweep_method', 'MG_UNTUNED', 'FEDREG_CLAIMS', 'FEDREG_METRICS', 'FEDREG_FEEDS', 'FEDREG',
            'soft_cross_entropy', 'fgsm_ascent', 'pseudo_and_perturbed', 'projection_weights', 'project', 'FedReg',
            'with_privacy', 'fedreg_cells', 'forgetting_pair']
 
@@ -652,6 +652,17 @@ _VIT, _CTD, _LM = 'CIFAR-100 (Transformer)', 'COVID-19 CT Images', 'Landmarks-Us
 # the methods of a setting's Table 1-3 (or C.1) column
 _run = lambda st: tuple(m for m in FEDREG_SETTINGS[st].methods if m in FEDREG_METHODS)
 _DPSGD = ('DPSGD', 'FedAvg with DPSGD', 'FedProx with DPSGD', 'FedCurv with DPSGD')
+# where MG runs at the paper's η_s, which the paper chose per dataset and no sweep here has confirmed
+MG_UNTUNED = {
+    _EM: (
+        "its η_s is the paper's EMNIST value, 0.03, at which the sweep seeds 10-12 average 0.15 accuracy over"
+        " the rounds, against 0.54 at nine times it, the sweep's pick (the chapter's MG sweep)"
+    ),
+    _C10U: "its η_s is the paper's CIFAR-10 value, 0.001, not swept on this stand-in",
+    _C10O: "its η_s is the paper's CIFAR-10 value, 0.001, not swept on this stand-in",
+    CT_CNN: "its η_s is FedReg's, the paper's 1e-6, not swept on this stand-in",
+}
+_mg = lambda c: Untuned(c, 'FedReg with MG', MG_UNTUNED[c.setting])  # a comparison in MG's favour
 _MESSAGE = "derived in the FedReg chapter, 'What each method must send'"
 
 FEDREG_CLAIMS = [
@@ -844,7 +855,7 @@ FEDREG_CLAIMS = [
             k,
             f"{st}: with DPSGD at the σ that matches MG's PSNR, "
             f"every baseline's ACC is below FedReg-with-MG's (Table 4: {ex})",
-            tuple(Compare(st, 'ACC', 'FedReg with MG', m, 'higher') for m in _DPSGD),
+            tuple(_mg(Compare(st, 'ACC', 'FedReg with MG', m, 'higher')) for m in _DPSGD),
         )
         for k, st, ex in (
             ('18', _EM, '0.986 against 0.932 at most'),
@@ -856,14 +867,14 @@ FEDREG_CLAIMS = [
         '18d',
         f"{CT_CNN} (10-layer CNN): with DPSGD at the σ that matches MG's PSNR (0.001 on the paper's CNN), "
         "every baseline's ACC is below FedReg-with-MG's (Table 4: 0.657 against 0.586 at most)",
-        tuple(Compare(CT_CNN, 'ACC', 'FedReg with MG', m, 'higher') for m in _DPSGD),
+        tuple(_mg(Compare(CT_CNN, 'ACC', 'FedReg with MG', m, 'higher')) for m in _DPSGD),
     ),
     *(
         Claim(
             k,
             f"{st}: MG costs little accuracy: FedReg's ACC is not above "
             f"FedReg-with-MG's by more than 0.02 (Table 4 against Tables 1–2: {ex})",
-            (NotAbove(st, 'ACC', 'FedReg', 'FedReg with MG', 0.02),),
+            (_mg(NotAbove(st, 'ACC', 'FedReg', 'FedReg with MG', 0.02)),),
         )
         for k, st, ex in (
             ('19', _EM, '0.987 and 0.986'),
