@@ -313,14 +313,18 @@ def ray_for_flower(num_cpus: int = 2, address: str | None = None) -> str:
 
     if ray.is_initialized():
         return 'initialised'
+    try:  # Ray's own rule (`ray.init(address=None)`): `RAY_ADDRESS`, else the cluster `ray start` recorded, else local
+        ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING)
+        return 'local'
+    except ValueError as e:  # a cluster to join, which refuses resources from a joining process
+        if 'must not be provided' not in str(e):
+            raise
     try:
-        ray.init(address=address or 'auto', logging_level=logging.WARNING)
-        return 'cluster'
+        ray.init(address=address, logging_level=logging.WARNING)
     except ConnectionError as e:
-        named = address or os.environ.get('RAY_ADDRESS')
-        check(not named, 'Ray address', named, f'a running Ray cluster: {" ".join(str(e).split())}')
-    ray.init(address='local', num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING)
-    return 'local'
+        named = address or os.environ.get('RAY_ADDRESS') or 'the cluster `ray start` recorded'
+        check(False, 'Ray address', named, f'a running Ray cluster: {" ".join(str(e).split())}')
+    return 'cluster'
 
 
 def _causes(e: BaseException) -> str:
