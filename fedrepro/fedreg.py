@@ -658,8 +658,7 @@ MG_UNTUNED = {
         "its η_s is the paper's EMNIST value, 0.03, at which the sweep seeds 10-12 average 0.15 accuracy over"
         " the rounds, against 0.54 at nine times it, the sweep's pick (the chapter's MG sweep)"
     ),
-    _C10U: "its η_s is the paper's CIFAR-10 value, 0.001, not swept on this stand-in",
-    _C10O: "its η_s is the paper's CIFAR-10 value, 0.001, not swept on this stand-in",
+    **dict.fromkeys((_C10U, _C10O), "its η_s is the paper's CIFAR-10 value, 0.001, not swept on this stand-in"),
     CT_CNN: "its η_s is FedReg's, the paper's 1e-6, not swept on this stand-in",
 }
 _mg = lambda c: Untuned(c, 'FedReg with MG', MG_UNTUNED[c.setting])  # a comparison in MG's favour
