@@ -200,9 +200,11 @@ def client_size(cfg) -> int:
 
 
 def test_size(cfg) -> int:
+    """The test set's size: the clients' test parts (`local_split`'s test fraction of the training set), else the
+    dataset's test set, which a zero test fraction keeps too (FedImp's `[0.8, 0.2, 0.0]`, as `partition_shards`)."""
     train, test = SIZES[cfg.dataset]
-    split = cfg.partition_params.get('local_split')
-    return round(train * split[-1]) if split and len(split) == 3 else test
+    split = cfg.partition_params.get('local_split') or ()
+    return round(train * split[2]) if len(split) == 3 and split[2] else test
 
 
 def synthetic(cfg, n_client: int, n_test: int, pool: int, aux_per_class: int, seed: int = 0) -> FedData:

@@ -22,8 +22,9 @@ from .transforms import normalize, to_float
 
 # %% auto #0
 __all__ = ['INVERSION', 'C3_METHODS', 'one_image_data', 'observe_upload', 'observed_gradient', 'linear_model', 'dummy_gradients',
-           'idlg_labels', 'orthogonal_view', 'total_variation', 'dlg', 'inverting_gradients', 'image_scores',
-           'attack_table', 'fedgc_attack', 'fedreg_upload', 'clipped_upload', 'fedreg_attack', 'matched_sigma']
+           'classifier_bias', 'idlg_labels', 'orthogonal_view', 'total_variation', 'dlg', 'inverting_gradients',
+           'image_scores', 'attack_table', 'fedgc_attack', 'fedreg_upload', 'clipped_upload', 'fedreg_attack',
+           'matched_sigma']
 
 # %% ../nbs/15_privacy.ipynb #c1500024
 def one_image_data(data: FedData, i: int) -> FedData:
@@ -73,10 +74,15 @@ def dummy_gradients(model: nn.Module, images: torch.Tensor, labels: torch.Tensor
     return torch.cat([g[k].flatten(1) for k, _ in model.named_parameters()], 1)
 
 
-def idlg_labels(fm: FlatModel, targets: torch.Tensor, bias: str = 'classifier.bias') -> torch.Tensor:
+def classifier_bias(fm: FlatModel) -> str:
+    "The classifier's last bias: 'classifier.bias' for a Linear head, 'classifier.linear.bias' for ResNet-9."
+    return [k for k in fm.slices if k.startswith('classifier') and k.endswith('bias')][-1]
+
+
+def idlg_labels(fm: FlatModel, targets: torch.Tensor, bias: str | None = None) -> torch.Tensor:
     """iDLG: each row of `targets` is one image's gradient; its label is the class whose last-layer bias gradient
-    $p_c-1$ is the only negative one."""
-    return targets[:, fm.slices[bias]].argmin(1)
+    $p_c-1$ is the only negative one (`bias`: that bias's name, by default `classifier_bias`)."""
+    return targets[:, fm.slices[bias or classifier_bias(fm)]].argmin(1)
 
 
 def orthogonal_view(z: torch.Tensor, blocks: list[slice]):
@@ -435,10 +441,9 @@ def fedreg_attack(
     )
     fm.load_(theta)
     model, true, y = copy.deepcopy(fm.model), to_float(data.x_train[idx]), data.y_train[idx]
-    bias = [k for k in fm.slices if k.startswith('classifier') and k.endswith('bias')][-1]
     rows, recovered = [], {}
     for method, sigma, target, upload in cases:
-        guess = idlg_labels(fm, target, bias)
+        guess = idlg_labels(fm, target)
         labels = y if method == 'FedReg with MG' else guess
         parts = [slice(None)] if chunk is None else [slice(a, a + chunk) for a in range(0, len(idx), chunk)]
         rec = torch.cat(

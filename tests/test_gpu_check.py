@@ -26,7 +26,8 @@ def run_check(tmp_path, *args) -> list[dict]:
 
 @pytest.fixture(scope='module')
 def smoke(tmp_path_factory):
-    return run_check(tmp_path_factory.mktemp('gpu_check'))
+    # every round timed at its K clients however loaded the machine (the cap's 10 s is a wall-clock choice)
+    return run_check(tmp_path_factory.mktemp('gpu_check'), '--round-cap-s', '1e9')
 
 
 def test_columns_and_every_row_ran(smoke):
@@ -134,3 +135,28 @@ def test_resume_keeps_what_ran_and_measures_failures_again(smoke, tmp_path):
     rows = run_check(tmp_path, '--budget-s', '1e-9', '--resume', str(tmp_path / 'gpu_check.csv'))
     assert rows[0]['status'] == 'not measured (time budget)'
     assert rows[1:] == earlier[1:]
+
+
+def test_a_zero_test_fraction_keeps_the_datasets_test_set():
+    """FedImp's `local_split=[0.8, 0.2, 0.0]` tests on the dataset's test set (as `partition_shards` does), not on an
+    empty one: its rows failed on 0/0 in `evaluate`. A non-zero fraction is the clients' test parts."""
+    gc = _gpu_check()
+    cfg = gc.paper_config(dict(paper='fedimp', setting='MNIST MLP', method='FedAvg'))
+    assert cfg.partition_params['local_split'] == [0.8, 0.2, 0.0] and gc.test_size(cfg) == 10000
+    split = cfg.replace(partition_params={**cfg.partition_params, 'local_split': [0.8, 0.1, 0.1]})
+    assert gc.test_size(split) == 6000
+    assert all(gc.test_size(gc.paper_config(r)) > 0 for r in gc.all_rows('paper'))
+
+
+def test_the_fedgc_attack_reads_the_labels_off_resnet9s_bias():
+    """FedGC's Figure 5 attacks ResNet-9 (CIFAR10-10), whose last bias is 'classifier.linear.bias': iDLG's labels come
+    from it, not from `idlg_labels`'s default 'classifier.bias' (a KeyError on the H200). IG only: DLG's L-BFGS on
+    ResNet-9 takes a minute on the CPU, and both read the labels the same way."""
+    import torch
+
+    gc = _gpu_check()
+    args = gc.parse(['--device', 'cpu', '--scale', 'smoke'])
+    row = next(r for r in gc.attack_rows('paper') if r['paper'] == 'fedgc' and r['method'] == 'attack IG')
+    assert row['setting'] == 'CIFAR10-10' and gc.paper_config(row).model == 'resnet9'
+    out = gc.attack_time(row, args, torch.device('cpu'))
+    assert out['attack_s'] > 0 and out['attack_iters'] == 1000 and out['params'] > 6e6

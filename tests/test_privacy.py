@@ -331,3 +331,21 @@ def test_the_attacks_create_every_tensor_on_their_inputs_device():
     assert all(
         t.device.type == 'cpu' for t in [true, gc_true, *recovered.values(), *gc_rec.values()]
     )  # handed back from GPU workers too
+
+
+def test_idlg_reads_the_labels_off_the_classifiers_last_bias():
+    """iDLG's labels by default from the classifier's last bias, whatever its name: a Linear head's 'classifier.bias',
+    ResNet-9's 'classifier.linear.bias' (FedGC's CIFAR10-10, Figure 5 at paper scale)."""
+    import torch
+    from fedrepro.core import FlatModel
+    from fedrepro.models import build_model
+    from fedrepro.privacy import classifier_bias, dummy_gradients, idlg_labels, linear_model
+
+    y = torch.tensor([3, 7])
+    for model, shape, name in [
+        (linear_model(), (1, 28, 28), 'classifier.bias'),
+        (build_model('resnet9', (3, 32, 32), 10, channels=(4, 8, 8, 8)), (3, 32, 32), 'classifier.linear.bias'),
+    ]:
+        fm = FlatModel(model)
+        targets = dummy_gradients(model, torch.rand(2, *shape), y, (0.5,) * shape[0], (0.5,) * shape[0]).detach()
+        assert classifier_bias(fm) == name and idlg_labels(fm, targets).tolist() == [3, 7]
