@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 os.environ.setdefault('PYTHONHASHSEED', '0')
 
@@ -79,14 +80,26 @@ _ARTIFACTS = pytest.StashKey[list]()
 
 @pytest.fixture(scope="session")
 def site(tmp_path_factory) -> Path:
-    "Build the book once per test session in a copy of the project; its _docs/ (test_book.py, test_browser.py)."
+    """Build the book once per test run in a copy of the project, the first pytest-xdist worker to ask building it
+    while the others wait; its _docs/ (test_book.py, test_browser.py only read it)."""
     pytest.importorskip(
         "smalldocs", reason="smalldocs is not importable (pip install -e '.[dev]'); the offline book cannot be built"
     )
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the workers' folders' parent
+    with FileLock(str(shared / "book.lock")):
+        return _built_book(shared / "book")
+
+
+def _built_book(work: Path) -> Path:
+    "The book's _docs/ built in `work`, a copy of the project, unless an earlier build there finished."
+    if (work / "built").is_file():
+        return work / "_docs"
     nbs = ROOT / "nbs"
     if not [p for p in nbs.glob("*.ipynb") if not p.name.startswith(("_", "."))]:
         pytest.fail(f"no notebooks in {nbs}")
-    work = tmp_path_factory.mktemp("book")
+    shutil.rmtree(work, ignore_errors=True)  # what a failed build left
+    work.mkdir()
     for name in ("settings.ini", "_quarto.yml"):
         shutil.copy(ROOT / name, work / name)
     shutil.copytree(nbs, work / "nbs", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
@@ -94,6 +107,7 @@ def site(tmp_path_factory) -> Path:
     r = subprocess.run([sys.executable, "-c", code], cwd=work, capture_output=True, text=True, timeout=900)
     if r.returncode:
         pytest.fail(f"fedrepro book failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    (work / "built").touch()
     return work / "_docs"
 
 
@@ -122,8 +136,8 @@ def pytest_sessionfinish(session):
 # `make test` runs pytest on every core (pytest-xdist, --dist loadgroup); the longest groups are collected first, so
 # they start first. The groups are meant to keep tests that share an expensive module or session fixture, or a local
 # Ray, on one worker; with pytest 9.2 and pytest-xdist 3.8 loadgroup does not group (pytest-xdist issue 1386: the test
-# ids it suffixes with the group no longer change), so each worker builds the book once and Ray's tests and Flower's may
-# run side by side, which they pass. Kept so that grouping returns with a pytest-xdist that honours it.
+# ids it suffixes with the group no longer change), so the book is shared through a lock (`site`) and Ray's tests and
+# Flower's may run side by side, which they pass. Kept so that grouping returns with a pytest-xdist that honours it.
 GROUPS = {
     'test_notebooks': 'notebooks',
     'test_book': 'book',
