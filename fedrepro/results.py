@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -140,11 +141,17 @@ def local_pool(
     return workers, worker_gpus(workers, gpus) if on_gpu and workers > 1 else None
 
 
+def _devices(args) -> list[str]:
+    """The devices a call names: its configs' `device`, and any argument that is a device's name ('auto', 'cpu', 'cuda'
+    or 'cuda:N'), as the attack figures pass theirs."""
+    named = lambda a: isinstance(a, str) and re.fullmatch(r'auto|cpu|cuda(:\d+)?', a) is not None
+    cfg = lambda a: isinstance(a, ExperimentConfig)
+    return [a.device if cfg(a) else a for a in args if cfg(a) or named(a)]
+
+
 def _on_gpu(arglists) -> bool:
-    "Whether a config among the calls' arguments runs on cuda."
-    return any(
-        isinstance(a, ExperimentConfig) and get_device(a.device).type == 'cuda' for args in arglists for a in args
-    )
+    "Whether a call runs on cuda: a config among its arguments does, or a device it names is."
+    return any(get_device(d).type == 'cuda' for args in arglists for d in _devices(args))
 
 
 @dataclass
@@ -398,11 +405,11 @@ def _ray_task(cwd: str, fn, args):
 
 
 def _ray_gpus(args, gpus_per_run: float, cluster_gpus: float) -> float:
-    """The GPUs the task of `args` asks for, if a config among them runs on cuda (or on 'auto' where the cluster has
-    GPUs): the config's own `gpus_per_run` where it sets one, else the grid's; else 0."""
-    cfgs = [a for a in args if isinstance(a, ExperimentConfig)]
-    if not any(c.device.startswith('cuda') or c.device == 'auto' and cluster_gpus > 0 for c in cfgs):
+    """The GPUs the task of `args` asks for, if it runs on cuda (a device it names, `_devices`, is cuda, or 'auto' where
+    the cluster has GPUs): its config's own `gpus_per_run` where one sets it, else the grid's; else 0."""
+    if not any(d.startswith('cuda') or d == 'auto' and cluster_gpus > 0 for d in _devices(args)):
         return 0
+    cfgs = [a for a in args if isinstance(a, ExperimentConfig)]
     own = [gpus_per_run_requested(c.gpus_per_run) for c in cfgs if c.gpus_per_run is not None]
     return max(own, default=gpus_per_run)
 
