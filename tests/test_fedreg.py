@@ -696,16 +696,18 @@ def test_every_artefact_feeds_its_claims():
     'setting', [st for st in FEDREG.scaled_settings() if st != 'CT images of COVID-19']
 )  # it runs Table 4's methods alone
 def test_committed_mini_results_test_something(setting):
-    """The committed mini runs: FedAvg learned (best accuracy ≥ twice chance) on every seed, unflagged; SGD's R0.5
-    threshold lies above chance; and a seed whose SGD run failed leaves every R_a cell of that seed out as 'reference
-    failed', not as a result."""
+    """The committed mini runs: FedAvg learned (best accuracy ≥ twice chance) on every seed, flagged at most as
+    collapsed (it learned, then fell back: evidence the protocol counts, not a stand-in that measures nothing); SGD's
+    R0.5 threshold lies above chance; and a seed whose SGD run failed leaves every R_a cell of that seed out as
+    'reference failed', not as a result."""
     from pathlib import Path
 
     cells = read_seed_csvs(Path(__file__).resolve().parents[1] / 'nbs' / 'repro' / 'mini', 'fedreg_table')
     here = cells[cells['setting'] == setting]
     acc, chance = here[here['metric'] == 'ACC'], FEDREG.chance(setting, 'mini')
     avg, sgd = acc[acc['method'] == 'FedAvg'], acc[acc['method'] == 'SGD']
-    assert len(avg) >= 3 and (avg['value'] >= 2 * chance).all() and (avg['health'] == 'ok').all(), avg[
+    learned = avg['health'].isin(['ok', 'collapsed'])
+    assert len(avg) >= 3 and (avg['value'] >= 2 * chance).all() and learned.all(), avg[
         ['value', 'health']
     ].values.tolist()
     assert len(sgd) >= 3 and (0.5 * sgd['value'] > chance).all(), sgd[['value', 'health']].values.tolist()
