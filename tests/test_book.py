@@ -1,5 +1,6 @@
 "The book builds offline (nbdev processing + smalldocs): a page per notebook, in the sidebar, with maths and a figure."
 
+import ast
 import json
 import shutil
 import re
@@ -134,3 +135,31 @@ def test_the_report_is_judged_on_the_results_it_is_given(tmp_path):
         if o.get("output_type") == "stream"
     )
     assert "this run at smoke: 1 artefact" in printed and "committed mini run at mini: " in printed, printed[:500]
+
+
+def calls_when_run(tree: ast.AST) -> list[str]:
+    "The names of what a cell calls when it runs, not inside the functions or lambdas it only defines."
+    if isinstance(tree, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        return []
+    here = [ast.unparse(tree.func)] if isinstance(tree, ast.Call) else []
+    return here + [name for child in ast.iter_child_nodes(tree) for name in calls_when_run(child)]
+
+
+def test_building_the_book_runs_no_chapters_checks():
+    """In a notebook that exports or shows docs, nbdev's processing executes the exports, the `show_doc` cells and every
+    cell with an import in it. A cell that imports and then checks would run its checks again at each `fedrepro book`
+    (the Flower chapter's simulation took 13 s of it): keep imports in cells of their own, as nbdev's FAQ advises."""
+    export = {'export', 'exports', 'exporti', 'exec_doc'}
+    mixed = []
+    for nb in chapters():
+        if not re.search(r'#\|\s*export|show_doc\(', nb.read_text(encoding='utf-8')):
+            continue  # nbdev executes nothing in it
+        for cell in json.loads(nb.read_text(encoding='utf-8'))['cells']:
+            source = ''.join(cell['source'])
+            directives = {line[2:].split(':')[0].strip() for line in source.splitlines() if line.startswith('#|')}
+            if cell['cell_type'] != 'code' or directives & export or re.search(r'^#\|\s*eval:\s*false', source, re.M):
+                continue
+            tree = ast.parse('\n'.join(l for l in source.splitlines() if not l.lstrip().startswith('%')))
+            if any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in ast.walk(tree)):
+                mixed += [f'{nb.name}: {source[:60]!r}'] if set(calls_when_run(tree)) - {'show_doc'} else []
+    assert not mixed, mixed
