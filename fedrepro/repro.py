@@ -972,7 +972,8 @@ def effect(d) -> str:
 
 def _series(cells: pd.DataFrame, setting: str, method: str, metric: str):
     "Per-seed values (index: seed) of the seeds that can be compared, healthy or failed, and those left out."
-    g = cells[(cells['setting'] == setting) & (cells['method'] == method) & (cells['metric'] == metric)]
+    col = lambda c: cells[c].to_numpy()  # numpy's comparisons: a judgement makes a thousand of these
+    g = cells[(col('setting') == setting) & (col('method') == method) & (col('metric') == metric)]
     if g.empty:
         raise Untestable(f'{setting} / {method} / {metric}: no per-seed results at this scale')
     kinds = [Kind(h) for h in g['health']]

@@ -78,28 +78,48 @@ ROOT = Path(__file__).resolve().parents[1]
 _ARTIFACTS = pytest.StashKey[list]()
 
 
+def once_per_run(tmp_path_factory, name: str, make) -> Path:
+    """The folder `name`, filled by `make(folder)` once per test run: the first pytest-xdist worker to ask fills it
+    while the others wait, and a failed filling is started again by the next to ask."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the workers' folders' parent
+    folder = shared / name
+    with FileLock(str(shared / f"{name}.lock")):
+        if not (shared / f"{name}.done").is_file():
+            shutil.rmtree(folder, ignore_errors=True)  # what a failed filling left
+            folder.mkdir()
+            make(folder)
+            (shared / f"{name}.done").touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
-def site(tmp_path_factory) -> Path:
-    """Build the book once per test run in a copy of the project, the first pytest-xdist worker to ask building it
-    while the others wait; its _docs/ (test_book.py, test_browser.py only read it)."""
+def once(tmp_path_factory):
+    "`once(name, make)`: the folder `name`, filled by `make(folder)` once per test run (`once_per_run`)."
+    return lambda name, make: once_per_run(tmp_path_factory, name, make)
+
+
+@pytest.fixture(scope="session")
+def shared_runs(once) -> Path:
+    "One `runs` folder for every smoke job of the test run (test_repro.py's, the README's), across xdist's workers."
+    return once("smoke_runs", lambda folder: None)
+
+
+@pytest.fixture(scope="session")
+def site(once) -> Path:
+    """The book built once per test run in a copy of the project; its _docs/ (test_book.py, test_browser.py only read
+    it)."""
     pytest.importorskip(
         "smalldocs", reason="smalldocs is not importable (pip install -e '.[dev]'); the offline book cannot be built"
     )
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the workers' folders' parent
-    with FileLock(str(shared / "book.lock")):
-        return _built_book(shared / "book")
+    return once("book", _build_book) / "_docs"
 
 
-def _built_book(work: Path) -> Path:
-    "The book's _docs/ built in `work`, a copy of the project, unless an earlier build there finished."
-    if (work / "built").is_file():
-        return work / "_docs"
+def _build_book(work: Path):
+    "The book built in `work`, a copy of the project."
     nbs = ROOT / "nbs"
     if not [p for p in nbs.glob("*.ipynb") if not p.name.startswith(("_", "."))]:
         pytest.fail(f"no notebooks in {nbs}")
-    shutil.rmtree(work, ignore_errors=True)  # what a failed build left
-    work.mkdir()
     for name in ("settings.ini", "_quarto.yml"):
         shutil.copy(ROOT / name, work / name)
     shutil.copytree(nbs, work / "nbs", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
@@ -107,8 +127,6 @@ def _built_book(work: Path) -> Path:
     r = subprocess.run([sys.executable, "-c", code], cwd=work, capture_output=True, text=True, timeout=900)
     if r.returncode:
         pytest.fail(f"fedrepro book failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
-    (work / "built").touch()
-    return work / "_docs"
 
 
 @pytest.fixture(scope="session")
@@ -133,11 +151,10 @@ def pytest_sessionfinish(session):
         session.config.workeroutput['artifacts'] = session.config.stash.get(_ARTIFACTS, [])
 
 
-# `make test` runs pytest on every core (pytest-xdist, --dist loadgroup); the longest groups are collected first, so
-# they start first. The groups are meant to keep tests that share an expensive module or session fixture, or a local
-# Ray, on one worker; with pytest 9.2 and pytest-xdist 3.8 loadgroup does not group (pytest-xdist issue 1386: the test
-# ids it suffixes with the group no longer change), so the book is shared through a lock (`site`) and Ray's tests and
-# Flower's may run side by side, which they pass. Kept so that grouping returns with a pytest-xdist that honours it.
+# `make test` runs pytest on every core (pytest-xdist, --dist loadgroup). A group's tests run on one worker: those that
+# share an expensive module or session fixture, or a local Ray. The longest groups are collected first, so they start
+# first. xdist's own loadgroup reads `xdist_group` marks into the test ids, which pytest 9.2 no longer lets it change
+# (pytest-xdist issue 1386), so the groups are given to its scheduler directly.
 GROUPS = {
     'test_notebooks': 'notebooks',
     'test_book': 'book',
@@ -159,11 +176,25 @@ GROUPS = {
 FIRST = ['notebooks', 'book', 'ray']
 
 
+def group_of(nodeid: str) -> str | None:
+    return GROUPS.get(Path(nodeid.split('::')[0]).stem)
+
+
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if group := GROUPS.get(item.module.__name__.rpartition('.')[2]):
-            item.add_marker(pytest.mark.xdist_group(group))
-    rank = lambda item: next(
-        (i for i, g in enumerate(FIRST) if GROUPS.get(item.module.__name__.rpartition('.')[2]) == g), len(FIRST)
-    )
+    rank = lambda item: FIRST.index(group_of(item.nodeid)) if group_of(item.nodeid) in FIRST else len(FIRST)
     items.sort(key=rank)  # stable: within a rank, the collection order
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    "Under --dist loadgroup: a group's tests are one unit of work, every other test a unit of its own, in this order."
+    if config.getvalue('dist') != 'loadgroup':
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid) or nodeid
+
+    config.option.loadscopereorder = False  # keep the order above, not the largest groups first
+    return ByGroup(config, log)

@@ -18,7 +18,9 @@ def test_run_reaches_clearly_above_chance_and_writes_records(tmp_path):
     p = fedrepro(
         'run',
         '--dataset',
-        'mnist5k',
+        'digits',  # the README's own command, on mnist5k with a CNN, runs in test_readme.py
+        '--model',
+        'mlp',
         '--partition',
         'dirichlet',
         '--alpha',

@@ -12,22 +12,30 @@ SCRIPT = ROOT / 'bench' / 'gpu_check.py'
 
 
 def run_check(tmp_path, *args) -> list[dict]:
+    check_into(tmp_path, *args)
+    return rows_of(tmp_path)
+
+
+def check_into(folder, *args):
     subprocess.run(
-        [sys.executable, str(SCRIPT), '--device', 'cpu', '--scale', 'smoke', '--out', str(tmp_path), *args],
+        [sys.executable, str(SCRIPT), '--device', 'cpu', '--scale', 'smoke', '--out', str(folder), *args],
         check=True,
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=300,
     )
-    with open(tmp_path / 'gpu_check.csv', newline='') as f:
+
+
+def rows_of(folder) -> list[dict]:
+    with open(folder / 'gpu_check.csv', newline='') as f:
         return list(csv.DictReader(f))
 
 
-@pytest.fixture(scope='module')
-def smoke(tmp_path_factory):
-    # every round timed at its K clients however loaded the machine (the cap's 10 s is a wall-clock choice)
-    return run_check(tmp_path_factory.mktemp('gpu_check'), '--round-cap-s', '1e9')
+@pytest.fixture(scope='session')
+def smoke(once):
+    "The smoke check's rows, run once per test run; every round timed at its K clients however loaded the machine."
+    return rows_of(once('gpu_check', lambda d: check_into(d, '--round-cap-s', '1e9')))
 
 
 def test_columns_and_every_row_ran(smoke):

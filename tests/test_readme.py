@@ -1,8 +1,10 @@
 """The README is the book's landing page (nbs/index.ipynb) exported to GitHub markdown, and its examples run as a reader
 would copy them, so they cannot rot: every Python block, and every `fedrepro` command of the shell blocks, in a fresh
-process in an empty folder. Three changes, all for time: a job given `--scale mini` runs at `smoke` (the same notebook
-and code path; mini takes minutes), `make` lines are left to CI, which runs `make test` itself, and `fedrepro book` to
-tests/test_book.py, which runs the same command on a copy of the project."""
+process in an empty folder. Changes, all for time: a job given `--scale mini` runs at `smoke` (the same notebook and
+code path; mini takes minutes) with its `runs` folder the one test_repro.py's smoke jobs share (a config they ran is not
+trained again), a run of more than two rounds runs two (round 2 is the first with a previous round), `make` lines are
+left to CI, which runs `make test` itself, and `fedrepro book` to tests/test_book.py, which runs the same command on a
+copy of the project."""
 
 import os
 import re
@@ -35,7 +37,8 @@ def commands() -> list[list[str]]:
 
 
 def run(argv: list[str], cwd) -> subprocess.CompletedProcess:
-    env = {**os.environ, 'MPLBACKEND': 'Agg', 'OMP_NUM_THREADS': '1'}
+    # a job's runs in its own process, as test_repro.py's: a pool's start costs more than a smoke job's runs
+    env = {**os.environ, 'MPLBACKEND': 'Agg', 'OMP_NUM_THREADS': '1', 'FEDREPRO_WORKERS': '1'}
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
 
 
@@ -74,14 +77,25 @@ def test_the_landing_page_shows_the_current_verdicts():
     assert shown == [o.get('data', {}).get('text/markdown') for c in nb.cells for o in c.get('outputs', [])]
 
 
+def as_tested(prev: str, arg: str) -> str:
+    "A command's argument as the test runs it: `--scale mini` at smoke, `--rounds N` at most 2."
+    if prev == '--scale' and arg == 'mini':
+        return 'smoke'
+    return str(min(int(arg), 2)) if prev == '--rounds' and arg.isdigit() else arg
+
+
 @pytest.mark.parametrize('i', range(len(blocks('python'))))
 def test_a_python_example_runs(i, tmp_path):
-    p = run([sys.executable, '-c', blocks('python')[i]], tmp_path)
+    code = re.sub(r'\brounds=(\d+)', lambda m: f'rounds={min(int(m[1]), 2)}', blocks('python')[i])
+    p = run([sys.executable, '-c', code], tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
 
 
 @pytest.mark.parametrize('argv', commands(), ids=lambda a: ' '.join(a[1:3]))
-def test_a_command_runs(argv, tmp_path):
-    args = ['smoke' if a == 'mini' and prev == '--scale' else a for prev, a in zip([''] + argv[1:], argv[1:])]
+def test_a_command_runs(argv, tmp_path, shared_runs):
+    args = [as_tested(prev, a) for prev, a in zip([''] + argv[1:], argv[1:])]
+    if '--out' in args and args[0] == 'reproduce':
+        (out := tmp_path / args[args.index('--out') + 1]).mkdir()
+        (out / 'runs').symlink_to(shared_runs, target_is_directory=True)
     p = run([sys.executable, '-c', 'from fedrepro.cli import main; main()', *args], tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]

@@ -7,7 +7,6 @@ once (the runner's lock makes a second worker wait for it), which is most of a j
 `reproduce`, is tested in test_cli.py and test_readme.py."""
 
 from pathlib import Path
-import os
 import pandas as pd
 import pytest
 from execnb.nbio import read_nb, mk_cell
@@ -35,15 +34,6 @@ def execute_at_smoke(name: str, out: Path):
     params = dict(scale='smoke', device='cpu', data_root=str(Path('data').resolve()), out_dir=str(out))
     nb.cells.insert(at + 1, mk_cell('\n'.join(f'{k} = {v!r}' for k, v in params.items())))
     CaptureShell().run_all(nb, exc_stop=True)
-
-
-@pytest.fixture(scope='session')
-def shared_runs(tmp_path_factory) -> Path:
-    "One `runs` folder for every smoke job of the session, across pytest-xdist's workers (their folders' parent)."
-    base = tmp_path_factory.getbasetemp()
-    runs = (base.parent if os.environ.get('PYTEST_XDIST_WORKER') else base) / 'smoke_runs'
-    runs.mkdir(exist_ok=True)
-    return runs
 
 
 @pytest.mark.parametrize('name', NOTEBOOKS)
