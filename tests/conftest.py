@@ -78,25 +78,24 @@ ROOT = Path(__file__).resolve().parents[1]
 _ARTIFACTS = pytest.StashKey[list]()
 
 
-def once_per_run(tmp_path_factory, name: str, make) -> Path:
-    """The folder `name`, filled by `make(folder)` once per test run: the first pytest-xdist worker to ask fills it
-    while the others wait, and a failed filling is started again by the next to ask."""
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the workers' folders' parent
-    folder = shared / name
-    with FileLock(str(shared / f"{name}.lock")):
-        if not (shared / f"{name}.done").is_file():
-            shutil.rmtree(folder, ignore_errors=True)  # what a failed filling left
-            folder.mkdir()
-            make(folder)
-            (shared / f"{name}.done").touch()
-    return folder
-
-
 @pytest.fixture(scope="session")
 def once(tmp_path_factory):
-    "`once(name, make)`: the folder `name`, filled by `make(folder)` once per test run (`once_per_run`)."
-    return lambda name, make: once_per_run(tmp_path_factory, name, make)
+    """`once(name, make)`: the folder `name`, filled by `make(folder)` once per test run. The first pytest-xdist worker
+    to ask fills it while the others wait; a failed filling is started again by the next to ask."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the workers' folders' parent
+
+    def fill(name: str, make) -> Path:
+        folder = shared / name
+        with FileLock(str(shared / f"{name}.lock")):
+            if not (shared / f"{name}.done").is_file():
+                shutil.rmtree(folder, ignore_errors=True)  # what a failed filling left
+                folder.mkdir()
+                make(folder)
+                (shared / f"{name}.done").touch()
+        return folder
+
+    return fill
 
 
 @pytest.fixture(scope="session")

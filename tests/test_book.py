@@ -152,9 +152,10 @@ def test_building_the_book_runs_no_chapters_checks():
     export = {'export', 'exports', 'exporti', 'exec_doc'}
     mixed = []
     for nb in chapters():
-        if not re.search(r'#\|\s*export|show_doc\(', nb.read_text(encoding='utf-8')):
+        text = nb.read_text(encoding='utf-8')
+        if not re.search(r'#\|\s*export|show_doc\(', text):
             continue  # nbdev executes nothing in it
-        for cell in json.loads(nb.read_text(encoding='utf-8'))['cells']:
+        for cell in json.loads(text)['cells']:
             source = ''.join(cell['source'])
             directives = {line[2:].split(':')[0].strip() for line in source.splitlines() if line.startswith('#|')}
             if cell['cell_type'] != 'code' or directives & export or re.search(r'^#\|\s*eval:\s*false', source, re.M):

@@ -88,9 +88,8 @@ def check_against_engine(algorithm, **simulate_kw):
 
 
 @needs_flwr
-@pytest.mark.parametrize(
-    'algorithm', ['fedavg', 'fedreg']
-)  # fedprox: on a running cluster, below; scaffold: the Flower chapter runs this config, its state told apart
+# fedprox: on a running cluster, below; scaffold: in the Flower chapter, where a forgetful store is told apart
+@pytest.mark.parametrize('algorithm', ['fedavg', 'fedreg'])
 def test_flower_simulation_ends_with_the_engines_model(algorithm):
     "No Ray running: `simulate` starts a local one of 2 CPUs, and Flower shuts it down."
     import ray

@@ -77,16 +77,19 @@ def test_the_landing_page_shows_the_current_verdicts():
     assert shown == [o.get('data', {}).get('text/markdown') for c in nb.cells for o in c.get('outputs', [])]
 
 
+ROUNDS = 2  # the most rounds an example runs here
+
+
 def as_tested(prev: str, arg: str) -> str:
-    "A command's argument as the test runs it: `--scale mini` at smoke, `--rounds N` at most 2."
+    "A command's argument as the test runs it: `--scale mini` at smoke, `--rounds N` at most `ROUNDS`."
     if prev == '--scale' and arg == 'mini':
         return 'smoke'
-    return str(min(int(arg), 2)) if prev == '--rounds' and arg.isdigit() else arg
+    return str(min(int(arg), ROUNDS)) if prev == '--rounds' and arg.isdigit() else arg
 
 
 @pytest.mark.parametrize('i', range(len(blocks('python'))))
 def test_a_python_example_runs(i, tmp_path):
-    code = re.sub(r'\brounds=(\d+)', lambda m: f'rounds={min(int(m[1]), 2)}', blocks('python')[i])
+    code = re.sub(r'\brounds=(\d+)', lambda m: f'rounds={min(int(m[1]), ROUNDS)}', blocks('python')[i])
     p = run([sys.executable, '-c', code], tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
 
