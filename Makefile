@@ -17,8 +17,8 @@ $(STAMP): settings.ini setup.py
 	touch $(STAMP)
 
 # the default jobs on embedded data: each paper's `default_jobs` (its headline table; FedReg's with the quickstart and Figure 1;
-# FedGC's Figure 7, the forgetting it fights: every FedGC table and Figures 2, 3 and 6 run FedReg, whose runs alone
-# take half an hour at five seeds),
+# FedGC's Figure 7, the forgetting it fights: its Tables 1, 2 and 4 and Figures 2, 3 and 6 run FedReg, whose runs alone
+# take about two hours of two cores at five seeds),
 # in the book's order, at five seeds (REPRO=names runs others), then the book, whose report chapter is judged on what they
 # wrote (and on the committed mini runs for every other artefact). Time on 2 cores: see the README.
 REPRO ?=

@@ -38,6 +38,7 @@ EVERY = {
     'sgc_eps': 0.002,
     'cgc_solver': 'quadprog',
     'granularity': 'module',
+    'sgc_granularity': 'model',
     'draws': 'passes',
 }
 
@@ -53,11 +54,18 @@ def test_every_fedgc_hyperparameter_is_set_from_the_command_line_and_the_diagnos
         'min_inner',
         'cgc_seconds',
         'sgc_seconds',
+        'cgc_shift',
+        'sgc_shift',
+        'projection_move',
     } <= set(m.columns)
     assert (
         m['cgc_projected'].iloc[1] != m['cgc_projected'].iloc[1] and 0 <= m['cgc_projected'].iloc[2] <= 1
     )  # none in round 1 (no g⁰)
-    assert (m[['sgc_shortcut', 'sgc_solved', 'sgc_fallback']].iloc[1:].sum(axis=1) == 5).all()  # the CNN's 5 modules
+    # SGC on the whole model: one block a round
+    assert (m[['sgc_shortcut', 'sgc_solved', 'sgc_fallback']].iloc[1:].sum(axis=1) == 1).all()
+    # how far the projections moved the update: CGC's none in round 1, the larger of the two
+    assert m['cgc_shift'].iloc[1] != m['cgc_shift'].iloc[1] and m['cgc_shift'].iloc[2] >= 0
+    assert (m['projection_move'].iloc[2:] == m[['cgc_shift', 'sgc_shift']].iloc[2:].max(axis=1)).all()
 
 
 @pytest.mark.parametrize(
@@ -70,6 +78,7 @@ def test_every_fedgc_hyperparameter_is_set_from_the_command_line_and_the_diagnos
         ('sgc_eps', '0'),
         ('cgc_solver', 'scipy'),
         ('granularity', 'layer'),
+        ('sgc_granularity', 'layer'),
         ('draws', 'replace'),
         ('margin', '0.1'),
     ],
@@ -217,4 +226,69 @@ def test_every_claim_is_fed_but_the_exact_the_untestable_by_declaration_and_the_
     from fedrepro.fedgc import FEDGC, PAPER_ONLY
 
     fed = {k for ks in FEDGC.feeds.values() for k in ks}
-    assert {c.key for c in FEDGC.claims} - fed == {'C13', 'C15', 'C8b', 'C18b', 'C19b', *PAPER_ONLY}
+    shown = set(FEDGC.feeds['fedgc_table3'])  # Table 3's job shows its claims not testable, and why
+    assert {c.key for c in FEDGC.claims} - fed == {'C13', 'C15', 'C8b', 'C18b', 'C19b', *PAPER_ONLY} - shown
+
+
+def _on_cifar10(key, cells):
+    "Claim `key`'s comparison on CIFAR10-10, judged alone on `cells`."
+    from fedrepro.fedgc import FEDGC
+    from fedrepro.repro import Claim, judge
+
+    (check,) = [k for c in FEDGC.claims if c.key == key for k in c.checks if k.setting == 'CIFAR10-10']
+    return judge([Claim(key, '', (check,))], cells).iloc[0]
+
+
+def test_a_projection_that_moves_nothing_leaves_its_comparisons_untestable():
+    """C4 (what CGC adds) is judged on the seeds where FedGC's CGC moved the update; where it moved it by under
+    `INERT_MOVE` in the median round FedGC without CGC is FedGC, so the same accuracies are not testable, with the
+    size. SGC's claims (C3) read SGC's move, not CGC's."""
+    import pandas as pd
+    from fedrepro.fedgc import INERT_MOVE
+
+    acc = pd.concat(
+        [_cells('CIFAR10-10', 'FedGC', 'ACC', [0.5] * 5), _cells('CIFAR10-10', 'FedGC (w/o CGC)', 'ACC', [0.4] * 5)]
+    )
+    moved = lambda cgc: pd.concat(
+        [
+            acc,
+            _cells('CIFAR10-10', 'FedGC', "CGC's move", [cgc] * 5),
+            _cells('CIFAR10-10', 'FedGC', "SGC's move", [0.3] * 5),
+        ]
+    )
+    assert _on_cifar10('C4', moved(0.1))['outcome'] == 'reproduced'
+    inert = _on_cifar10('C4', moved(INERT_MOVE / 2))
+    assert inert['outcome'] == 'not testable here' and "CGC's move" in inert['preconditions']
+    sgc = pd.concat([moved(INERT_MOVE / 2), _cells('CIFAR10-10', 'FedGC (w/o SGC)', 'ACC', [0.4] * 5)])
+    assert _on_cifar10('C3', sgc)['outcome'] == 'reproduced'
+
+
+def test_fedgc_whose_projections_move_nothing_is_fedavg_in_every_cell():
+    "A FedGC run whose logged projections stay under the level in the median round has every cell marked inert."
+    import pandas as pd
+    from fedrepro.fedgc import FEDGC, INERT_MOVE
+    from fedrepro.repro import Kind, seed_cells
+
+    def curve(method, move):
+        n = 6
+        return pd.DataFrame(
+            dict(
+                setting='CIFAR10-10',
+                seed=0,
+                method=method,
+                round=range(n),
+                test_acc=[0.1, 0.3, 0.5, 0.6, 0.6, 0.6],
+                test_loss=[2.0] * n,
+                train_seconds=[0.0] + [1.0] * (n - 1),
+                up_params=[0] + [10] * (n - 1),
+                projection_move=[float('nan')] + [move] * (n - 1),
+            )
+        )
+
+    cells = seed_cells(FEDGC, pd.concat([curve('FedAvg', float('nan')), curve('FedGC', INERT_MOVE / 10)]), 'mini')
+    mine = cells[cells['method'] == 'FedGC']
+    assert (mine['health'] == Kind.INERT.value).all() and (
+        cells[cells['method'] == 'FedAvg']['health'] != Kind.INERT.value
+    ).all()
+    engaged = seed_cells(FEDGC, pd.concat([curve('FedAvg', float('nan')), curve('FedGC', 0.2)]), 'mini')
+    assert not (engaged['health'] == Kind.INERT.value).any()
