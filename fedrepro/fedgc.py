@@ -21,10 +21,10 @@ from .repro import reference_health, target_health
 
 # %% auto #0
 __all__ = ['SGC_MODES', 'GRANULARITIES', 'FEDGC_METHODS', 'FEDREG_TASKS', 'BASELINE_PARAMS', 'MINI_MODEL', 'MINI_STEP_FACTOR',
-           'MINI_LR', 'MINI_OWN_LR', 'MINI_FEDGC_LR', 'SKEW_ROUNDS', 'SKEW_FRACTION', 'SKEW_BATCH', 'SKEW_HW40_STEPS',
-           'TABLE3_STEPS', 'FEDGC_SETTINGS', 'MOVES', 'PAPER_ONLY', 'INERT_MOVE', 'FEDGC_MECHANISMS', 'FEDGC_CLAIMS',
-           'ATTACK_ROUNDS', 'FEDGC_METRICS', 'FEDGC_FEEDS', 'FEDGC', 'cgc_project', 'cgc_quadprog', 'sgc_project',
-           'param_blocks', 'FedGC', 'fedgc_cells', 'plot_reaching']
+           'MINI_LR', 'MINI_OWN_LR', 'SKEW_ROUNDS', 'SKEW_FRACTION', 'SKEW_BATCH', 'SKEW_HW40_STEPS', 'TABLE3_STEPS',
+           'FEDGC_SETTINGS', 'MOVES', 'PAPER_ONLY', 'INERT_MOVE', 'FEDGC_MECHANISMS', 'FEDGC_CLAIMS', 'ATTACK_ROUNDS',
+           'FEDGC_METRICS', 'FEDGC_FEEDS', 'FEDGC', 'cgc_project', 'cgc_quadprog', 'sgc_project', 'param_blocks',
+           'FedGC', 'fedgc_cells', 'plot_reaching']
 
 # %% ../nbs/11_fedgc.ipynb #ceb3fe94
 def _dot(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -299,6 +299,7 @@ def _fedgc_setting(common: dict, setting: str, lr: float, steps: int, extra: dic
     )
 
 
+_VARIANTS = [m for m in FEDGC_METHODS if m.startswith('FedGC')]  # FedGC and its ablations share its rate and B
 MINI_MODEL = {'channels': (8, 16), 'hidden': (128, 100)}  # the HWDigits CNN at a quarter of its widths
 # mini's B over the paper's: the smallest client's epoch at mini (144 images / 20) over the paper's (7,291 / 100)
 MINI_STEP_FACTOR = 7.2 / 73
@@ -312,14 +313,14 @@ def _mini(
     methods: dict = {},
     fraction: float = 0.1,
     batch_size: int = 20,
-    fedgc_lr: float = 0.1,
     skip=(),
     **kw,
 ) -> dict:
     """What mini changes: embedded digit domains at `fraction` of each client's data (their own statistics, no
     augmentation), the quarter-width CNN, `batch_size`, a fixed 1,000 test images, the baselines' `lr`, FedGC's
-    `fedgc_lr` (the paper's 0.1) for all its variants and $B$ = `steps`; the methods in `skip` not run (see `why`)."""
-    gc = {m: {'lr': fedgc_lr, 'local_steps': steps} for m in FEDGC_METHODS if m.startswith('FedGC')}
+    the paper's 0.1 for all its variants and $B$ = `steps`, each method's own fields in `methods` over those; the
+    methods in `skip` not run (see `why`)."""
+    gc = {m: {'lr': 0.1, 'local_steps': steps} for m in _VARIANTS}
     return dict(
         dataset=dataset,
         augment='dataset',
@@ -333,7 +334,7 @@ def _mini(
         lr=lr,
         skip=skip,
         **kw,
-        methods={**gc, **methods},
+        methods={m: {**gc.get(m, {}), **methods.get(m, {})} for m in {**gc, **methods}},
     )
 
 
@@ -343,11 +344,12 @@ _HW = dict(dataset='hwdigits', model='hwdigits_cnn', rounds=600, augment='none',
 _CIFAR = dict(partition='one_class', model='resnet9', augment='crop_flip', normalize='dataset')
 # `mini_lr` of the sweeps (`repro/mini/fedgc_lr_sweep.csv`)
 MINI_LR = {'HWDigits-4': 0.03, 'CIFAR10-10': 0.03, 'CIFAR100-100': 0.01, 'HWDigits-40': 0.1}
-# a method's own rate where the shared one failed it on a sweep seed: the rule on its sweep rows alone
-MINI_OWN_LR = {('CIFAR10-10', 'SCAFFOLD'): 0.02, ('HWDigits-40', 'SCAFFOLD'): 0.01}
-# FedGC's rate, for all its variants, where the paper's 0.1 failed it on a sweep seed: the rule on FedGC's rows
-MINI_FEDGC_LR = {'HWDigits-40': 0.05}
-_own_lr = lambda setting: {m: {'lr': lr} for (st, m), lr in MINI_OWN_LR.items() if st == setting}
+# a method's own rate where the shared one (FedGC: the paper's 0.1) failed it on a sweep seed: the rule on its sweep
+# rows alone; FedGC's is all its variants'
+MINI_OWN_LR = {('CIFAR10-10', 'SCAFFOLD'): 0.02, ('HWDigits-40', 'SCAFFOLD'): 0.01, ('HWDigits-40', 'FedGC'): 0.05}
+_own_lr = lambda setting: {
+    v: {'lr': lr} for (st, m), lr in MINI_OWN_LR.items() if st == setting for v in (_VARIANTS if m == 'FedGC' else (m,))
+}
 SKEW_ROUNDS = {'CIFAR10-10': 120, 'CIFAR100-100': 80, 'HWDigits-40': 80}  # the label-skewed settings' rounds at mini
 SKEW_FRACTION = 0.05  # and the share of each client's images they keep
 # and their batches: 20 images on the pooled CIFAR10-10 stand-in (4 local steps an epoch of its 67-image clients), 5 on
@@ -383,7 +385,6 @@ _skewed = lambda dataset, setting, steps, **kw: _mini(
     methods=_own_lr(setting),
     fraction=SKEW_FRACTION,
     batch_size=SKEW_BATCH[setting],
-    fedgc_lr=MINI_FEDGC_LR.get(setting, 0.1),
     eval_every=2,
     **kw,
 )
