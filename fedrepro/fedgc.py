@@ -352,7 +352,10 @@ MINI_LR = {'HWDigits-4': 0.03, 'CIFAR10-10': 0.03, 'CIFAR100-100': 0.01, 'HWDigi
 # rows alone; FedGC's is all its variants', a baseline's its uniform twin's too
 MINI_OWN_LR = {('CIFAR10-10', 'SCAFFOLD'): 0.02, ('HWDigits-40', 'SCAFFOLD'): 0.01, ('HWDigits-40', 'FedGC'): 0.05}
 _own_lr = lambda setting: {
-    v: {'lr': lr} for (st, m), lr in MINI_OWN_LR.items() if st == setting for v in (_VARIANTS if m == 'FedGC' else (m, f'{m} (uniform)'))
+    v: {'lr': lr}
+    for (st, m), lr in MINI_OWN_LR.items()
+    if st == setting
+    for v in (_VARIANTS if m == 'FedGC' else (m, f'{m} (uniform)'))
 }
 SKEW_ROUNDS = {'CIFAR10-10': 120, 'CIFAR100-100': 80, 'HWDigits-40': 80}  # the label-skewed settings' rounds at mini
 SKEW_FRACTION = 0.05  # and the share of each client's images they keep

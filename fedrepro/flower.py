@@ -16,6 +16,7 @@ import torch
 from .core import atomic_write, check, write_json
 from .config import ExperimentConfig
 from .engine import Federation, sample_clients
+from .results import check_ray_answers
 
 if TYPE_CHECKING:  # Flower is optional: the annotations name it, nothing imports it before `need_flwr`
     import flwr
@@ -313,6 +314,7 @@ def ray_for_flower(num_cpus: int = 2, address: str | None = None) -> str:
 
     if ray.is_initialized():
         return 'initialised'
+    check_ray_answers(address)  # a named cluster that does not answer: one line now, not minutes of Ray's retries
     try:  # Ray's own rule (`ray.init(address=None)`): `RAY_ADDRESS`, else the cluster `ray start` recorded, else local
         ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING)
         return 'local'

@@ -8,6 +8,7 @@ import json
 import multiprocessing
 import os
 import re
+import socket
 import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -23,10 +24,11 @@ from .runner import run, RunResult, deterministic_requested, CUBLAS_DETERMINISTI
 
 # %% auto #0
 __all__ = ['RUNS_PER_GPU_ENV', 'RUNS_PER_GPU_DEFAULT', 'WORKERS_ENV', 'GPUS_PER_RUN_ENV', 'FAILED_RUNS', 'BACKENDS',
-           'REPRO_COLUMNS', 'run_seeds', 'curves', 'check_backend', 'runs_per_gpu_requested', 'workers_requested',
-           'worker_gpus', 'local_pool', 'FailedRun', 'call_name', 'error_line', 'GridError', 'gpus_per_run_requested',
-           'parallel_starmap', 'run_status', 'record_failures', 'run_many', 'in_flight', 'repro_table',
-           'write_repro_csv', 'seed_stats', 'mean_std', 'first_round', 'rounds_stats']
+           'RAY_ANSWER_SECONDS', 'REPRO_COLUMNS', 'run_seeds', 'curves', 'check_backend', 'runs_per_gpu_requested',
+           'workers_requested', 'worker_gpus', 'local_pool', 'FailedRun', 'call_name', 'error_line', 'GridError',
+           'gpus_per_run_requested', 'parallel_starmap', 'run_status', 'record_failures', 'run_many',
+           'check_ray_answers', 'in_flight', 'repro_table', 'write_repro_csv', 'seed_stats', 'mean_std', 'first_round',
+           'rounds_stats']
 
 # %% ../nbs/08_results.ipynb #c69dbad0
 def run_seeds(cfg: ExperimentConfig, seeds, out='runs', **kw) -> list[RunResult]:
@@ -414,13 +416,38 @@ def _ray_gpus(args, gpus_per_run: float, cluster_gpus: float) -> float:
     return max(own, default=gpus_per_run)
 
 
+RAY_ANSWER_SECONDS = 10  # how long a named Ray cluster may take to accept a connection (Ray itself retries minutes)
+
+
+def check_ray_answers(address: str | None = None, seconds: float = RAY_ANSWER_SECONDS):
+    """Refuse, in one line, a Ray cluster named by `address` (or `RAY_ADDRESS`) whose port does not accept a connection
+    within `seconds`; 'auto', 'local' and no address at all are Ray's to resolve."""
+    named = address or os.environ.get('RAY_ADDRESS')
+    if not named or named in ('auto', 'local'):
+        return
+    host, _, port = named.removeprefix('ray://').rpartition(':')
+    check(port.isdecimal() and host, 'Ray address', named, "'host:port' (or 'ray://host:port', 'auto', 'local')")
+    try:
+        socket.create_connection((host, int(port)), timeout=seconds).close()
+    except OSError as e:
+        source = 'address' if address else 'RAY_ADDRESS'
+        check(
+            False,
+            'Ray address',
+            named,
+            f'a Ray cluster answering within {seconds:g} s ({type(e).__name__}: {e}): start one there (ray start '
+            f'--head), correct {source}, or leave it unset for a Ray on this machine',
+        )
+
+
 def _ray_connect(address):
-    """Ray, connected to a cluster (see above), and whether this call connected it; `check_backend` has refused a
-    missing Ray already."""
+    """Ray, connected to a cluster (see above; one named that does not answer is refused within
+    `RAY_ANSWER_SECONDS`), and whether this call connected it; `check_backend` has refused a missing Ray already."""
     import ray
 
     if ray.is_initialized():
         return ray, False
+    check_ray_answers(address)
     ray.init(address=address)
     return ray, True
 

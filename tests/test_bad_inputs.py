@@ -7,6 +7,7 @@ import io
 import json
 import os
 import shutil
+import socket
 import warnings
 import numpy as np
 import pandas as pd
@@ -15,6 +16,7 @@ from fedrepro.config import ExperimentConfig
 from fedrepro.cli import main
 from fedrepro import runner
 from fedrepro.runner import run
+from fedrepro.results import run_many
 from test_runner import Stop, stop_after
 
 # ---- the API: a config refused on creation, with the field, the value and what is allowed
@@ -695,6 +697,18 @@ def test_a_second_reproduce_of_a_running_job_is_refused_in_one_line(tmp_path):
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert f'quickstart is already being reproduced into {tmp_path} by process {os.getpid()}' in err, err
     assert list(tmp_path.iterdir()) == []  # the lock file goes with its holder
+
+
+def test_a_ray_cluster_that_does_not_answer_is_refused_in_one_line(tmp_path, monkeypatch):
+    "A RAY_ADDRESS where nothing listens is refused at once, naming it, where Ray itself would retry for minutes."
+    ray = pytest.importorskip('ray')
+    monkeypatch.setattr(ray, 'is_initialized', lambda: False)  # as in a fresh process, whatever ran here before
+    with socket.socket() as s:  # bound, never listening
+        s.bind(('127.0.0.1', 0))
+        address = f'127.0.0.1:{s.getsockname()[1]}'
+        monkeypatch.setenv('RAY_ADDRESS', address)
+        with pytest.raises(ValueError, match=f"Ray address='{address}' .*answering within .*correct RAY_ADDRESS"):
+            run_many([ExperimentConfig(model='mlp', rounds=1)], tmp_path / 'runs', backend='ray')
 
 
 def test_what_a_killed_job_left_is_put_back_and_its_processes_ended(tmp_path):
