@@ -20,7 +20,7 @@ from .repro import BEST_ACC, FINAL_ACC, ROUNDS
 from .repro import reference_health, target_health
 
 # %% auto #0
-__all__ = ['SGC_MODES', 'GRANULARITIES', 'FEDGC_METHODS', 'FEDREG_TASKS', 'BASELINE_PARAMS', 'UNIFORM_ALTERNATIVE', 'MINI_MODEL',
+__all__ = ['SGC_MODES', 'GRANULARITIES', 'BASELINES', 'FEDGC_METHODS', 'FEDREG_TASKS', 'BASELINE_PARAMS', 'MINI_MODEL',
            'MINI_STEP_FACTOR', 'MINI_LR', 'MINI_OWN_LR', 'SKEW_ROUNDS', 'SKEW_FRACTION', 'SKEW_BATCH',
            'SKEW_HW40_STEPS', 'TABLE3_STEPS', 'FEDGC_SETTINGS', 'MOVES', 'PAPER_ONLY', 'INERT_MOVE', 'FEDGC_MECHANISMS',
            'FEDGC_CLAIMS', 'ATTACK_ROUNDS', 'FEDGC_METRICS', 'FEDGC_FEEDS', 'FEDGC', 'cgc_project', 'cgc_quadprog',
@@ -227,17 +227,13 @@ class FedGC(Algorithm):
         return self._diag
 
 # %% ../nbs/11_fedgc.ipynb #095f6c03
+BASELINES = {'FedAvg': 'fedavg', 'FedProx': 'fedprox', 'FedCurv': 'fedcurv', 'SCAFFOLD': 'scaffold', 'FedReg': 'fedreg'}
 FEDGC_METHODS = {
     **{f'FedAvg (B={b})': 'fedavg' for b in (1, 10, 20, 50)},
     'FedAvg (E=1)': 'fedavg',
-    'FedAvg': 'fedavg',
-    'FedProx': 'fedprox',
-    'FedCurv': 'fedcurv',
-    'SCAFFOLD': 'scaffold',
-    'FedReg': 'fedreg',
-    # the baselines averaged uniformly, as FedReg's public code does: a declared alternative to §4.3's weighted mean
-    **{f'{m} (uniform)': a for m, a in (('FedAvg', 'fedavg'), ('FedProx', 'fedprox'), ('FedCurv', 'fedcurv'))},
-    **{f'{m} (uniform)': a for m, a in (('SCAFFOLD', 'scaffold'), ('FedReg', 'fedreg'))},
+    **BASELINES,
+    # each averaged uniformly, as FedReg's public code does: a declared alternative to §4.3's weighted mean
+    **{f'{m} (uniform)': a for m, a in BASELINES.items()},
     'FedGC (w/o CGC)': 'fedgc',
     'FedGC (w/o SGC)': 'fedgc',
     'FedGC (SGC on the whole model)': 'fedgc',  # the other reading of §3.1's 'layer by layer': a declared alternative
@@ -279,11 +275,11 @@ def _fedgc_setting(common: dict, setting: str, lr: float, steps: int, extra: dic
     why."""
     gc = lambda **p: {'lr': 0.1, 'local_steps': steps, 'weighting': 'uniform', 'params': p}
     own = _baseline_params(*BASELINE_PARAMS[setting])
-    base = {m: {'lr': lr, 'params': own[m]} if m in own else {'lr': lr} for m in UNIFORM_ALTERNATIVE}
+    base = {m: {'lr': lr, 'params': own[m]} if m in own else {'lr': lr} for m in BASELINES}
     methods = {
         **extra,
         **base,
-        **{f'{m} (uniform)': {**base[m], 'weighting': 'uniform'} for m in UNIFORM_ALTERNATIVE},
+        **{f'{m} (uniform)': {**base[m], 'weighting': 'uniform'} for m in BASELINES},
         'FedGC (w/o CGC)': gc(cgc=False),
         'FedGC (w/o SGC)': gc(sgc=False),
         'FedGC': gc(),
@@ -302,7 +298,6 @@ def _fedgc_setting(common: dict, setting: str, lr: float, steps: int, extra: dic
     )
 
 
-UNIFORM_ALTERNATIVE = ('FedAvg', 'FedProx', 'FedCurv', 'SCAFFOLD', 'FedReg')  # the baselines, each with a uniform twin
 _VARIANTS = [m for m in FEDGC_METHODS if m.startswith('FedGC')]  # FedGC and its ablations share its rate and B
 MINI_MODEL = {'channels': (8, 16), 'hidden': (128, 100)}  # the HWDigits CNN at a quarter of its widths
 # mini's B over the paper's: the smallest client's epoch at mini (144 images / 20) over the paper's (7,291 / 100)
@@ -549,7 +544,7 @@ def fedgc_cells(runs: dict, chance: float, health: dict) -> list[dict]:
 
 # %% ../nbs/11_fedgc.ipynb #da473fd3
 _HW4, _C10, _C100, _HW40 = FEDGC_SETTINGS
-_BASE = ('FedAvg', 'FedProx', 'FedCurv', 'SCAFFOLD', 'FedReg')
+_BASE = tuple(BASELINES)
 _ACC = lambda st, a, b: Compare(st, 'ACC', a, b, 'higher')
 _TIME = "time / FedAvg's"
 
