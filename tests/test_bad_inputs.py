@@ -7,7 +7,11 @@ import io
 import json
 import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
+import time
 import warnings
 import numpy as np
 import pandas as pd
@@ -674,6 +678,17 @@ def test_ctrl_c_during_run_ends_in_one_line(tmp_path, monkeypatch):
     assert 'fedrepro: interrupted:' in err and 'keeps its records to round 1; the same command resumes it' in err, err
 
 
+def test_ctrl_c_while_the_command_loads_ends_in_one_line():
+    "A Ctrl-C while `fedrepro` loads torch and the package ends in one line, as one later does, not a traceback."
+    command = shutil.which('fedrepro', path=os.path.dirname(sys.executable))
+    p = subprocess.Popen([command, 'list'], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)  # the interpreter is up, torch is loading (it takes seconds)
+    p.send_signal(signal.SIGINT)
+    err = p.communicate(timeout=120)[1]
+    assert p.returncode == 130 and 'Traceback' not in err and len(err.strip().splitlines()) == 1, err
+    assert err.startswith('fedrepro: interrupted'), err
+
+
 def test_ctrl_c_during_reproduce_ends_in_one_line(tmp_path, monkeypatch):
     import fedrepro.cli as cli
 
@@ -712,7 +727,6 @@ def test_a_ray_cluster_that_does_not_answer_is_refused_in_one_line(tmp_path, mon
 
 
 def test_what_a_killed_job_left_is_put_back_and_its_processes_ended(tmp_path):
-    import subprocess
     from fedrepro.jobs import _recover, job_lock
 
     (tmp_path / 'job.csv').write_text('half written by the killed job')
