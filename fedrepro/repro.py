@@ -6,7 +6,7 @@
 from __future__ import annotations
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import lru_cache
 from pathlib import Path
@@ -29,11 +29,11 @@ __all__ = ['FAILURES', 'OK', 'BEST_ACC', 'FINAL_ACC', 'ROUNDS', 'SHOWN_FIELDS', 
            'sweep_rows', 'sweep_view', 'seed_cells', 'split_health', 'write_seed_csv', 'read_seed_csv',
            'read_seed_csvs', 'param_sweep', 'tuned_params', 'seed_flags', 'table_rows', 'unrun_rows', 'paper_view',
            'plot_curves', 'Judged', 'Untestable', 'sign_flip', 'effect', 'Compare', 'Band', 'Never', 'NotAbove', 'Same',
-           'Interior', 'Fails', 'Stable', 'Elsewhere', 'OtherQuantity', 'Exact', 'Derived', 'Inert', 'Untuned',
-           'Engaged', 'Claim', 'holm', 'combine', 'counts', 'basis', 'judge', 'paper_artefacts', 'reader_coverage',
-           'report_papers', 'default_jobs', 'committed_results', 'artefact_tables', 'DamagedCSV', 'read_text_csv',
-           'check_table_csv', 'check_seed_csv', 'check_artefact', 'artefact_sources', 'paper_cells', 'report_verdicts',
-           'verdict_summary', 'SCALES']
+           'Interior', 'Fails', 'Stable', 'Elsewhere', 'OtherQuantity', 'OnDevice', 'Exact', 'Derived', 'Inert',
+           'Untuned', 'Engaged', 'Claim', 'holm', 'combine', 'counts', 'basis', 'judge', 'paper_artefacts',
+           'reader_coverage', 'report_papers', 'default_jobs', 'committed_results', 'artefact_tables', 'DamagedCSV',
+           'read_text_csv', 'check_table_csv', 'check_seed_csv', 'check_artefact', 'artefact_sources', 'paper_cells',
+           'report_verdicts', 'verdict_summary', 'SCALES']
 
 # %% ../nbs/09a_repro.ipynb #200c5cdc
 class Word(str, Enum):
@@ -1289,6 +1289,38 @@ class OtherQuantity:
 
 
 @dataclass(frozen=True)
+class OnDevice:
+    """A claim about a device's wall clock (a GPU's), judged on timings measured on such a device rather than on this
+    scale's runs: `comparison` (a `Band` or `Compare` on `metric`) applied to `values`, `((method, per-seed values),
+    ...)` in the comparison's setting. `device` says where and how they were measured; the paper's chapter checks
+    `values` against the committed measurement. `device` names the card, `how` the measurement."""
+
+    comparison: object
+    values: tuple
+    device: str
+    how: str
+    basis: ClassVar[Basis] = Basis.EMPIRICAL
+
+    @property
+    def setting(self) -> str:
+        return self.comparison.setting
+
+    @property
+    def scale(self) -> str:
+        return self.device
+
+    def judge(self, cells: pd.DataFrame) -> Judged:
+        c = self.comparison
+        timed = [
+            dict(setting=c.setting, method=m, metric=c.metric, seed=s, value=v, rounds=np.nan, health='ok', detail='')
+            for m, vs in self.values
+            for s, v in enumerate(vs)
+        ]
+        j = c.judge(pd.DataFrame(timed))
+        return replace(j, evidence=f'on an {self.device} ({self.how}): {j.evidence}')
+
+
+@dataclass(frozen=True)
 class Exact:
     "A property of our code decided by exact checks, not over seeds."
 
@@ -1686,10 +1718,11 @@ def paper_cells(paper: str, sources: pd.DataFrame) -> pd.DataFrame:
 
 
 def _claim_scale(claim: Claim, cells: pd.DataFrame) -> str:
-    "The scales of the cells a claim's comparisons read: 'exact' for exact checks, '—' where none was run."
+    """The scales of the cells a claim's comparisons read, and the devices its `OnDevice` timings come from: 'exact' for
+    exact checks, '—' where none was run."""
     if basis(claim.checks) is not Basis.EMPIRICAL:
         return 'exact'
-    read = pd.Series(False, index=cells.index)
+    read, devices = pd.Series(False, index=cells.index), [k.scale for k in claim.checks if isinstance(k, OnDevice)]
     for k in claim.checks:
         if not hasattr(k, 'metric'):
             continue
@@ -1699,7 +1732,7 @@ def _claim_scale(claim: Claim, cells: pd.DataFrame) -> str:
             & cells['method'].isin(methods)
             & (cells['metric'] == k.metric)
         )
-    return ', '.join(dict.fromkeys(cells.loc[read, 'scale'])) or '—'
+    return ', '.join(dict.fromkeys([*cells.loc[read, 'scale'], *devices])) or '—'
 
 
 def report_verdicts(sources: pd.DataFrame) -> pd.DataFrame:

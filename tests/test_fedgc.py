@@ -223,6 +223,7 @@ def test_a_condition_the_stand_in_does_not_keep_is_never_judged_on_it():
 
 
 def test_every_claim_is_fed_but_the_exact_the_untestable_by_declaration_and_the_gpu_clocks():
+    "The GPU's clocks (C8b, C18b, C19b) are judged on the GPU's timings, whatever a job's cells."
     from fedrepro.fedgc import FEDGC, PAPER_ONLY
 
     fed = {k for ks in FEDGC.feeds.values() for k in ks}

@@ -561,13 +561,15 @@ def test_every_claim_is_judged_and_the_unrunnable_ones_say_why():
         and set(v.loc[['21', '22'], 'basis']) == {'by construction'}
         and set(v.loc[['20b', '20c'], 'basis']) == {'by analysis'}
     )
-    assert set(v.drop(exact)['outcome']) == {'not testable here'}
+    assert set(v.drop([*exact, '15'])['outcome']) == {'not testable here'}
     assert v.loc['20', 'basis'] == 'by construction' and v.loc['4', 'basis'] == 'empirical'
     # Table 3's real-data columns and Table C.1 declare comparisons, judged where their notebooks ran at paper scale
     for k in ('10', '11', '12'):
         assert 'no per-seed results at this scale' in v.loc[k, 'preconditions'], k
-    # Table C.2's wall clock is a GPU's: another quantity than a CPU's seconds, whatever the cells
-    assert v.loc['15', 'outcome'] == 'not testable here' and 'not the same quantity' in v.loc['15', 'preconditions']
+    # Table C.2's wall clock is a GPU's, judged on the GPU's timings whatever the cells: on every seed of both settings
+    # above the band's 2x, which five seeds cannot reject after Holm's correction over two comparisons
+    assert v.loc['15', 'outcome'] == 'inconclusive' and v.loc['15', 'evidence'].count('on an NVIDIA H200') == 2
+    assert v.loc['15', 'evidence'].count('< 2: p 1)') == 2
     for k in ('17b', '18d'):
         assert (
             'CT images of COVID-19 / FedReg with MG' in v.loc[k, 'preconditions']
@@ -681,8 +683,8 @@ def test_table_c1_runs_at_paper_scale_only():
 
 
 def test_every_artefact_feeds_its_claims():
-    """Each job judges the claims its cells bear on; every claim is fed by one, but for the GPU wall clock (15), the two
-    decided by analysis and the two exact ones. Table C.1's (12) is its job's, judged where it ran at paper scale."""
+    """Each job judges the claims its cells bear on; every claim is fed by one, but for the GPU wall clock (15, judged on
+    the GPU's timings), the two decided by analysis and the two exact ones. Table C.1's (12) is its job's, judged where it ran at paper scale."""
     fed = {k for ks in FEDREG.feeds.values() for k in ks}
     assert {c.key for c in FEDREG.claims} - fed == {'15', '20b', '20c', '21', '22'}
     assert [c.key for c in FEDREG.claims_of('fedreg_tableC1')] == ['12'] and 'fedreg_tableC1' in FEDREG.artefacts
