@@ -1292,8 +1292,8 @@ class OtherQuantity:
 class OnDevice:
     """A claim about a device's wall clock (a GPU's), judged on timings measured on such a device rather than on this
     scale's runs: `comparison` (a `Band` or `Compare` on `metric`) applied to `values`, `((method, per-seed values),
-    ...)` in the comparison's setting. `device` says where and how they were measured; the paper's chapter checks
-    `values` against the committed measurement. `device` names the card, `how` the measurement."""
+    ...)` in the comparison's setting; `device` names the card, `how` the measurement. The paper's chapter checks
+    `values` against the committed measurement."""
 
     comparison: object
     values: tuple
