@@ -263,7 +263,11 @@ MINI_TUNED = {
         'FedReg with MG': {'gamma': 0.4, 'eta_s': 9 * 0.03, 'mg': True},  # MG's sweep (below)
     },
     'CIFAR-10 (uniform)': {'FedReg with MG': {'gamma': 0.5, 'eta_s': 0.001, 'mg': True}},  # MG's sweep: the paper's
-    'CIFAR-100 (ResNet-9)': {'FedReg': {'gamma': 0.25, 'eta_s': 3 * 0.1}},  # FedReg's own only, so far
+    'CIFAR-100 (ResNet-9)': {
+        'FedReg': {'gamma': 0.25, 'eta_s': 3 * 0.1},
+        'FedProx': {'mu': 1.0},
+        'FedCurv': {'lam': 1e-3},
+    },
 }
 
 
