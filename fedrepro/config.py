@@ -71,7 +71,8 @@ def _without_defaults(params: dict, defaults: dict) -> dict:
     }
 
 
-NOT_HASHED = ('data_root', 'download', 'checkpoint_every', 'gpus_per_run')  # where a run goes, not what it computes
+# where a run goes, not what it computes
+NOT_HASHED = ('data_root', 'download', 'checkpoint_every', 'gpus_per_run', 'memory_per_run_gb')
 _HASHED_WHEN_SET = {
     'momentum': 0.0,
     'weight_decay': 0.0,
@@ -136,6 +137,8 @@ class ExperimentConfig:
     data_root: str = 'data'
     download: bool = False  # let torchvision fetch missing data where it can
     gpus_per_run: float | None = None  # on Ray, the GPUs this run's task asks for (None: the grid's `gpus_per_run`)
+    # on Ray, the memory (GiB) this run's task asks for (None: FEDREPRO_MEMORY_PER_RUN_GB, else `run_memory_gb`)
+    memory_per_run_gb: float | None = None
 
     def __post_init__(self):
         for f in fields(self):
@@ -184,6 +187,10 @@ class ExperimentConfig:
             'a finite number >= 0',
         )
         self._check_dp(number)
+        m = self.memory_per_run_gb
+        check(
+            m is None or number(m) and m > 0, 'memory_per_run_gb', m, 'None (estimated) or a finite number of GiB > 0'
+        )
         check(self.weighting in ('samples', 'uniform'), 'weighting', self.weighting, "'samples' or 'uniform'")
         check(integer(self.seed) and self.seed >= 0, 'seed', self.seed, 'an integer >= 0')
         check(

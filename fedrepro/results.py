@@ -5,6 +5,7 @@
 # %% ../nbs/08_results.ipynb #f623110f
 from __future__ import annotations
 import json
+import math
 import multiprocessing
 import os
 import re
@@ -23,12 +24,14 @@ from .config import ExperimentConfig
 from .runner import run, RunResult, deterministic_requested, CUBLAS_DETERMINISTIC
 
 # %% auto #0
-__all__ = ['RUNS_PER_GPU_ENV', 'RUNS_PER_GPU_DEFAULT', 'WORKERS_ENV', 'GPUS_PER_RUN_ENV', 'FAILED_RUNS', 'BACKENDS',
-           'RAY_ANSWER_SECONDS', 'REPRO_COLUMNS', 'run_seeds', 'curves', 'check_backend', 'runs_per_gpu_requested',
-           'workers_requested', 'worker_gpus', 'local_pool', 'FailedRun', 'call_name', 'error_line', 'GridError',
-           'gpus_per_run_requested', 'parallel_starmap', 'run_status', 'record_failures', 'run_many',
-           'check_ray_answers', 'in_flight', 'repro_table', 'write_repro_csv', 'seed_stats', 'mean_std', 'first_round',
-           'rounds_stats']
+__all__ = ['RUNS_PER_GPU_ENV', 'RUNS_PER_GPU_DEFAULT', 'WORKERS_ENV', 'GPUS_PER_RUN_ENV', 'MEMORY_PER_RUN_ENV', 'FAILED_RUNS',
+           'BACKENDS', 'GPU_PEAK_GB', 'GPU_HEADROOM', 'GPU_SHARERS_MEASURED', 'RUN_MEMORY_BASE_GB', 'CUDA_HOST_GB',
+           'MODEL_COPIES', 'CLIENT_STATES_IN_MEMORY', 'RAY_ANSWER_SECONDS', 'REPRO_COLUMNS', 'run_seeds', 'curves',
+           'check_backend', 'runs_per_gpu_requested', 'workers_requested', 'worker_gpus', 'local_pool', 'FailedRun',
+           'call_name', 'error_line', 'GridError', 'gpus_per_run_requested', 'gpus_per_run_given',
+           'memory_per_run_requested', 'parallel_starmap', 'run_status', 'record_failures', 'run_many',
+           'default_gpus_per_run', 'visible_gpu_gb', 'run_memory_gb', 'check_ray_answers', 'in_flight', 'repro_table',
+           'write_repro_csv', 'seed_stats', 'mean_std', 'first_round', 'rounds_stats']
 
 # %% ../nbs/08_results.ipynb #c69dbad0
 def run_seeds(cfg: ExperimentConfig, seeds, out='runs', **kw) -> list[RunResult]:
@@ -51,6 +54,7 @@ RUNS_PER_GPU_ENV = 'FEDREPRO_RUNS_PER_GPU'
 RUNS_PER_GPU_DEFAULT = 4
 WORKERS_ENV = 'FEDREPRO_WORKERS'  # local processes when `workers` is not given (unset: one per core)
 GPUS_PER_RUN_ENV = 'FEDREPRO_GPUS_PER_RUN'  # a Ray task's GPUs when neither its config nor the call gives them
+MEMORY_PER_RUN_ENV = 'FEDREPRO_MEMORY_PER_RUN_GB'  # a Ray task's memory (GiB) when its config gives none
 FAILED_RUNS = 'failed_runs.json'  # in a grid's `out`: the runs that failed, by name, until they finish
 
 
@@ -227,6 +231,34 @@ def gpus_per_run_requested(gpus_per_run: float | None = None, runs_per_gpu: int 
     return gpus_per_run
 
 
+def gpus_per_run_given(gpus_per_run: float | None = None, runs_per_gpu: int | None = None) -> float | None:
+    """The grid's GPUs a run (`gpus_per_run_requested`) where anything sets them: the call's `gpus_per_run` or
+    `runs_per_gpu`, or `FEDREPRO_GPUS_PER_RUN` or `FEDREPRO_RUNS_PER_GPU`; else None: each config's default
+    (`default_gpus_per_run`)."""
+    if gpus_per_run is None and runs_per_gpu is None and not {GPUS_PER_RUN_ENV, RUNS_PER_GPU_ENV} & set(os.environ):
+        return None
+    return gpus_per_run_requested(gpus_per_run, runs_per_gpu)
+
+
+def memory_per_run_requested(memory_per_run_gb: float | None = None) -> float | None:
+    """A Ray task's memory in GiB: `memory_per_run_gb` as given (a config's), else `FEDREPRO_MEMORY_PER_RUN_GB`,
+    else None (estimated: `run_memory_gb`); refused in one line unless a finite number > 0."""
+    field, gb = 'memory_per_run_gb', memory_per_run_gb
+    if gb is None and (text := os.environ.get(MEMORY_PER_RUN_ENV)) is not None:
+        field, gb = MEMORY_PER_RUN_ENV, text
+        try:
+            gb = float(text)
+        except ValueError:
+            pass
+    check(
+        gb is None or isinstance(gb, (int, float)) and not isinstance(gb, bool) and 0 < gb < float('inf'),
+        field,
+        gb,
+        'a finite number of GiB > 0: the memory one run asks Ray for',
+    )
+    return gb
+
+
 def _local_starmap(fn, arglists, workers, gpus, retries, fail_fast) -> list:
     """`[fn(*args) for args in arglists]` on `workers` spawned single-thread processes (bound to `gpus`), every call
     to its end: a call's own error is recorded, and calls whose process pool broke (a worker killed) go to a new pool,
@@ -289,7 +321,7 @@ def parallel_starmap(
     arglists = list(arglists)
     check_backend(backend)
     check(isinstance(retries, int) and retries >= 0, 'retries', retries, 'an integer >= 0')
-    runs_per_gpu = runs_per_gpu_requested(runs_per_gpu)
+    given_runs_per_gpu, runs_per_gpu = runs_per_gpu, runs_per_gpu_requested(runs_per_gpu)
     if backend == 'ray':
         check(
             workers is None or isinstance(workers, int) and workers >= 1,
@@ -302,7 +334,7 @@ def parallel_starmap(
             arglists,
             workers,
             address,
-            gpus_per_run_requested(gpus_per_run, runs_per_gpu),
+            gpus_per_run_given(gpus_per_run, given_runs_per_gpu),
             retries,
             fail_fast,
             status,
@@ -406,14 +438,99 @@ def _ray_task(cwd: str, fn, args):
     return fn(*args)
 
 
-def _ray_gpus(args, gpus_per_run: float, cluster_gpus: float) -> float:
+# A run's GPU memory, measured (bench/results/gpu_throughput.csv, H200): the most per run at any level of runs sharing
+# the GPU (its peak_gb over its workers, CUDA contexts included), for the model at its default options; FedReg's MNIST
+# CNN is the only model measured so far
+GPU_PEAK_GB = {'cnn5': 1.37}
+GPU_HEADROOM = 0.8  # the share of a GPU's memory that runs sharing it may fill: the rest for fragmentation and spikes
+GPU_SHARERS_MEASURED = 8  # the most runs measured on one GPU: more are neither timed nor known to fit
+
+
+def default_gpus_per_run(cfg: ExperimentConfig, gpu_gb: float | None = None) -> float:
+    """The GPUs a run asks Ray for when nothing sets them: for a model whose GPU memory is measured (`GPU_PEAK_GB`, at
+    its default options), on a GPU of `gpu_gb` GiB, one over the runs that fit in `GPU_HEADROOM` of it (from 1 to
+    `GPU_SHARERS_MEASURED`); for any other model, or where the GPU's memory is not known, 1 / `RUNS_PER_GPU_DEFAULT`."""
+    peak = None if cfg.model_params else GPU_PEAK_GB.get(cfg.model)
+    if peak is None or not gpu_gb:
+        return 1 / RUNS_PER_GPU_DEFAULT
+    return 1 / max(1, min(GPU_SHARERS_MEASURED, int(gpu_gb * GPU_HEADROOM / peak)))
+
+
+def visible_gpu_gb() -> float | None:
+    "The memory (GiB) of the smallest GPU this process sees; None where it sees none."
+    if not torch.cuda.is_available():
+        return None
+    return min(torch.cuda.get_device_properties(i).total_memory for i in range(torch.cuda.device_count())) / 2**30
+
+
+def _ray_gpus(args, gpus_per_run: float | None, cluster_gpus: float, gpu_gb: float | None = None) -> float:
     """The GPUs the task of `args` asks for, if it runs on cuda (a device it names, `_devices`, is cuda, or 'auto' where
-    the cluster has GPUs): its config's own `gpus_per_run` where one sets it, else the grid's; else 0."""
+    the cluster has GPUs): its config's own `gpus_per_run` where one sets it, else the grid's, else its config's
+    default on GPUs of `gpu_gb` GiB (`default_gpus_per_run`); else 0."""
     if not any(d.startswith('cuda') or d == 'auto' and cluster_gpus > 0 for d in _devices(args)):
         return 0
     cfgs = [a for a in args if isinstance(a, ExperimentConfig)]
     own = [gpus_per_run_requested(c.gpus_per_run) for c in cfgs if c.gpus_per_run is not None]
-    return max(own, default=gpus_per_run)
+    if own or gpus_per_run is not None:
+        return max(own, default=gpus_per_run)
+    return max((default_gpus_per_run(c, gpu_gb) for c in cfgs), default=1 / RUNS_PER_GPU_DEFAULT)
+
+
+RUN_MEMORY_BASE_GB = 1.0  # a worker with torch and every module loaded (0.54 GiB measured) and a dataset up to CIFAR's
+CUDA_HOST_GB = 1.0  # what CUDA's runtime adds to a process's host memory, for a run on a GPU
+MODEL_COPIES = 8  # the model, its gradient, the server's state, the broadcast and a method's buffers
+CLIENT_STATES_IN_MEMORY = 1024  # a client store's states held in memory (`ClientStore`'s max_in_memory)
+
+
+def _model_params(cfg: ExperimentConfig) -> int:
+    "The parameters of `cfg`'s model, built on the meta device (else the CPU); 0 if it cannot be built here."
+    from fedrepro.core import DATASETS
+    from fedrepro.models import build_model, n_params
+
+    d = DATASETS[cfg.dataset]
+    for device in ('meta', 'cpu'):
+        try:
+            with torch.device(device):
+                return n_params(build_model(cfg.model, d.input_shape, d.num_classes, device=device, **cfg.model_params))
+        except Exception:
+            pass
+    return 0
+
+
+def run_memory_gb(cfg: ExperimentConfig, on_gpu: bool = False) -> float:
+    """A run's host memory in GiB, estimated: `RUN_MEMORY_BASE_GB`, plus 4 bytes a model parameter times
+    `MODEL_COPIES` + `clients_per_round` (the uploads a round holds until the server aggregates them) + `num_clients`
+    (at most `CLIENT_STATES_IN_MEMORY`: the state a method such as SCAFFOLD keeps for each client), plus `CUDA_HOST_GB`
+    on a GPU; rounded up to a quarter GiB. A model that cannot be built here (its weights are elsewhere) counts no
+    parameters; a dataset larger than CIFAR's wants `memory_per_run_gb` set."""
+    n = _model_params(cfg)
+    copies = MODEL_COPIES + cfg.clients_per_round + min(cfg.num_clients, CLIENT_STATES_IN_MEMORY)
+    gb = RUN_MEMORY_BASE_GB + 4 * n * copies / 2**30 + (CUDA_HOST_GB if on_gpu else 0)
+    return math.ceil(gb * 4) / 4
+
+
+def _ray_memory(args, on_gpu: bool, node_gb: float | None = None) -> int:
+    """The memory (bytes) the task of `args` asks Ray for: its config's `memory_per_run_gb`, else
+    `FEDREPRO_MEMORY_PER_RUN_GB`, else `run_memory_gb`'s estimate capped at `node_gb` (the largest node's); 0 (none
+    asked) for a call without a config. A value given above `node_gb` is refused: Ray would never start the task."""
+    cfg = next((a for a in args if isinstance(a, ExperimentConfig)), None)
+    if cfg is None:
+        return 0
+    if (gb := memory_per_run_requested(cfg.memory_per_run_gb)) is None:
+        gb = min(run_memory_gb(cfg, on_gpu), node_gb or float('inf'))
+    check(
+        not node_gb or gb <= node_gb,
+        'memory_per_run_gb',
+        gb,
+        f'at most the {node_gb:.2f} GiB the largest node of the Ray cluster has: Ray would never start the run',
+    )
+    return int(gb * 2**30)
+
+
+def _largest_node_gb(ray) -> float | None:
+    "The memory (GiB) Ray gives the largest live node of the cluster; None if it says none."
+    gb = max((n['Resources'].get('memory', 0) for n in ray.nodes() if n.get('Alive')), default=0) / 2**30
+    return gb or None
 
 
 RAY_ANSWER_SECONDS = 10  # how long a named Ray cluster may take to accept a connection (Ray itself retries minutes)
@@ -471,7 +588,10 @@ def _ray_starmap(fn, arglists, workers, address, gpus_per_run, retries, fail_fas
     ray, connected = _ray_connect(address)
     try:
         cluster_gpus, task, cwd = ray.cluster_resources().get('GPU', 0), ray.remote(_ray_task), os.getcwd()
-        gpus = [_ray_gpus(a, gpus_per_run, cluster_gpus) for a in arglists]  # every config's refused before any runs
+        gpu_gb = visible_gpu_gb() if cluster_gpus and gpus_per_run is None else None
+        gpus = [_ray_gpus(a, gpus_per_run, cluster_gpus, gpu_gb) for a in arglists]  # all refused before any runs
+        node_gb = _largest_node_gb(ray)
+        memory = [_ray_memory(a, g > 0, node_gb) for a, g in zip(arglists, gpus)]
         todo, pending, results, failed = list(range(len(arglists)))[::-1], {}, [None] * len(arglists), []
         by_name = {n: a for n, a in zip(names, arglists)}
         say = (lambda n: status(by_name[n])) if status else None
@@ -483,6 +603,8 @@ def _ray_starmap(fn, arglists, workers, address, gpus_per_run, retries, fail_fas
                         opts = dict(
                             name=names[i], num_cpus=1, num_gpus=gpus[i], max_retries=retries, retry_exceptions=False
                         )
+                        if memory[i]:  # bytes; 0: a call without a config asks for none
+                            opts['memory'] = memory[i]
                         pending[task.options(**opts).remote(cwd, fn, arglists[i])] = i
                     ready, _ = ray.wait(list(pending), num_returns=1, timeout=2.0)
                     for ref in ready:

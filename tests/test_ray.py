@@ -14,7 +14,7 @@ ray = pytest.importorskip('ray', reason='Ray is not installed (the optional extr
 from fedrepro.fedreg import FEDREG  # noqa: E402 (after the importorskip)
 from fedrepro.repro import run_table, seed_cells, table_rows  # noqa: E402 (after the importorskip)
 from fedrepro.config import ExperimentConfig  # noqa: E402 (after the importorskip)
-from fedrepro.results import GridError, run_many  # noqa: E402 (after the importorskip)
+from fedrepro.results import GridError, MEMORY_PER_RUN_ENV, run_many, run_memory_gb  # noqa: E402 (after the importorskip)
 
 SETTING, METHODS, SEEDS = 'MNIST (two classes)', ['FedAvg', 'FedReg'], [0, 1]
 
@@ -160,3 +160,35 @@ def test_a_grid_survives_its_failed_runs(local_ray, tmp_path):
     with pytest.raises(Exception, match='CIFAR-10: expected') as first:
         run_many(cfgs[:1], tmp_path / 'runs', backend='ray', fail_fast=True)
     assert not isinstance(first.value, GridError)
+
+
+def assigned(folder: str):
+    "A callback that records, at round 1, the resources Ray gave the task it runs in, by the task's name."
+
+    def cb(row):
+        if row['round'] == 1:
+            ctx = ray.get_runtime_context()
+            Path(folder).mkdir(parents=True, exist_ok=True)
+            Path(folder, ctx.get_task_name()).write_text(json.dumps(ctx.get_assigned_resources()))
+
+    return cb
+
+
+def test_each_task_asks_for_its_runs_memory(local_ray, tmp_path, monkeypatch):
+    """Each run's task is given the memory its config asks for: its own memory_per_run_gb, else the estimate
+    (run_memory_gb); FEDREPRO_MEMORY_PER_RUN_GB replaces the estimate, not a config's own."""
+    base = ExperimentConfig(
+        dataset='digits', model='mlp', num_clients=4, clients_per_round=2, rounds=1, batch_size=20, device='cpu'
+    )
+    cfgs = [base, base.replace(seed=1, memory_per_run_gb=0.5)]
+    monkeypatch.delenv(MEMORY_PER_RUN_ENV, raising=False)
+    run_many(cfgs, tmp_path / 'runs', backend='ray', callbacks=[assigned(str(tmp_path / 'a'))])
+    monkeypatch.setenv(MEMORY_PER_RUN_ENV, '0.75')
+    run_many(cfgs, tmp_path / 'again', backend='ray', callbacks=[assigned(str(tmp_path / 'b'))])
+    got = {
+        (d, c.run_name): json.loads((tmp_path / d / c.run_name).read_text())['memory'] / 2**30
+        for d in 'ab'
+        for c in cfgs
+    }
+    assert run_memory_gb(base) == 1.0 + 0.25  # 1 GiB and the model's copies, rounded up to a quarter
+    assert list(got.values()) == [run_memory_gb(base), 0.5, 0.75, 0.5], got
