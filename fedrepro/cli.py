@@ -181,6 +181,13 @@ def _run_parser(sub):
         action='store_true',
         help="PyTorch's deterministic algorithms: bit-identical reruns on one GPU model",
     )
+    p.add_argument(
+        '--client-workers',
+        type=_client_workers,
+        default=1,
+        metavar='N',
+        help="train each round's clients in N processes (CPU; records in the run's folder, under client_workersN)",
+    )
 
 
 def _runs_per_gpu(text: str) -> int:
@@ -188,6 +195,15 @@ def _runs_per_gpu(text: str) -> int:
     if not text.strip().isdecimal() or int(text) < 1:
         raise argparse.ArgumentTypeError(
             f'{text!r} is not allowed: an integer >= 1, the runs that share one GPU at a time'
+        )
+    return int(text)
+
+
+def _client_workers(text: str) -> int:
+    "`--client-workers`' value: an integer >= 1."
+    if not text.strip().isdecimal() or int(text) < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not allowed: an integer >= 1, the processes that train a round's clients"
         )
     return int(text)
 
@@ -283,11 +299,7 @@ def main(argv=None):
             from fedrepro.repro import default_jobs
 
             todo, extra, start = jobs(args.names or default_jobs()), _key_values(args.set), time.perf_counter()
-            if 'gpus_per_run' in extra:  # a Ray task's GPUs, for every run of the jobs: not a notebook parameter
-                import os
-                from fedrepro.results import GPUS_PER_RUN_ENV, gpus_per_run_requested
-
-                os.environ[GPUS_PER_RUN_ENV] = str(gpus_per_run_requested(extra.pop('gpus_per_run')))
+            _ray_requests(extra)
             for name in todo:
                 check_job(name, args.scale, args.device, extra)  # all refused before the first starts
             for name in todo:
@@ -311,6 +323,8 @@ def main(argv=None):
         else:
             cfg = config_from_args(args)
             doing['run_dir'] = Path(args.out) / cfg.run_name
+            if args.client_workers > 1:
+                return _run_client_workers(cfg, args, doing)
             res = run(
                 cfg,
                 args.out,
@@ -341,6 +355,30 @@ def main(argv=None):
 
             logging.getLogger('asyncio').setLevel(logging.CRITICAL)
         parser.exit(130, f'fedrepro: interrupted: {_kept(args, doing)}\n')
+
+
+def _ray_requests(extra: dict):
+    """`fedrepro reproduce --set gpus_per_run=...` or `memory_per_run_gb=...`: what every Ray task of the jobs asks for,
+    taken out of `extra` (not notebook parameters) into the environment variables the jobs' grids read."""
+    import os
+    from fedrepro.results import GPUS_PER_RUN_ENV, MEMORY_PER_RUN_ENV, gpus_per_run_requested, memory_per_run_requested
+
+    if 'gpus_per_run' in extra:
+        os.environ[GPUS_PER_RUN_ENV] = str(gpus_per_run_requested(extra.pop('gpus_per_run')))
+    if 'memory_per_run_gb' in extra:
+        os.environ[MEMORY_PER_RUN_ENV] = str(memory_per_run_requested(extra.pop('memory_per_run_gb')))
+
+
+def _run_client_workers(cfg: ExperimentConfig, args, doing: dict):
+    """`fedrepro run --client-workers N`: the run with each round's clients over N processes (`run_client_workers`),
+    its records in `<out>/<run name>/client_workersN/`; what it cannot carry (a GPU, DP-SGD, eval_local) is refused
+    in one line."""
+    from fedrepro.scale_out import write_client_workers_run
+
+    doing['run_dir'] = Path(args.out) / cfg.run_name / f'client_workers{args.client_workers}'
+    folder, summary = write_client_workers_run(cfg, args.out, args.client_workers)
+    print(json.dumps(summary, indent=2))
+    print(f'records: {folder}')
 
 
 def _kept(args, doing: dict) -> str:

@@ -5,6 +5,7 @@ import re
 import subprocess
 import sys
 import pandas as pd
+import torch
 
 FEDREPRO = [sys.executable, '-m', 'fedrepro.cli']
 
@@ -47,6 +48,29 @@ def test_run_reaches_clearly_above_chance_and_writes_records(tmp_path):
     summary = json.loads((run_dir / 'summary.json').read_text())
     assert summary['final_acc'] > 0.5, summary  # chance is 0.1
     assert json.loads(p.stdout.split('records:')[0])['final_acc'] == summary['final_acc']
+
+
+def test_client_workers_end_at_the_ordinary_runs_model(tmp_path, monkeypatch):
+    """`--client-workers 2` trains each round's clients in 2 processes and writes its records in the run's folder: the
+    ordinary run's per-round accuracies, final accuracy and model, bit for bit, at the workers' one thread. What it
+    cannot carry is refused in one line."""
+    monkeypatch.setenv('OMP_NUM_THREADS', '1')  # the ordinary run at the client workers' thread count
+    args = ['run', '--dataset', 'digits', '--model', 'mlp', '--algorithm', 'scaffold', '--num-clients', '4']
+    args += ['--clients-per-round', '3', '--rounds', '3', '--batch-size', '20', '--lr', '0.05', '--device', 'cpu']
+    args += ['--out', str(tmp_path), '--no-progress']
+    ordinary, spread = fedrepro(*args), fedrepro(*args, '--client-workers', '2')
+    assert ordinary.returncode == 0 and spread.returncode == 0, ordinary.stderr + spread.stderr
+    (run_dir,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    folder = run_dir / 'client_workers2'
+    assert spread.stdout.rstrip().endswith(f'records: {folder}')
+    own, theirs = (json.loads((d / 'summary.json').read_text()) for d in (run_dir, folder))
+    assert theirs['final_acc'] == own['final_acc'] and theirs['client_workers'] == 2, (own, theirs)
+    x = torch.load(run_dir / 'checkpoint.pt', weights_only=False)['federation']['algo']['x']
+    assert torch.equal(torch.load(folder / 'model.pt')['x'], x)
+    ours, engine = pd.read_csv(folder / 'metrics.csv'), pd.read_csv(run_dir / 'metrics.csv')
+    assert ours['test_acc'].tolist() == engine['test_acc'][1:].tolist()  # rounds 1-3; round 0 is the initial model
+    p = fedrepro(*args, '--client-workers', '2', '--set', 'eval_local=true')
+    assert p.returncode == 2 and p.stderr.count('\n') == 1 and 'eval_local=True is not allowed' in p.stderr, p.stderr
 
 
 def test_set_reaches_fields_and_bad_values_exit_2(tmp_path):
