@@ -606,6 +606,16 @@ CONFIG_EDITS = {  # case: (how config.json is edited, words of the refusal)
     'lr edited': (lambda c: c['config'].update(lr=0.5), ["config.json records lr=0.5, this run's config has lr=0.05"]),
     'rounds edited': (lambda c: c['config'].update(rounds=30), ['records rounds=30', 'has rounds=3']),
     'hash edited': (lambda c: c.update(hash='0' * 16), ["records hash='0000000000000000'"]),
+    'a field deleted': (
+        lambda c: c['config'].pop('rounds'),
+        ["config.json lacks rounds, this run's config has rounds=3"],
+    ),
+    'a field no config has': (
+        lambda c: c['config'].update(bogus=1),
+        ['records bogus=1, which is no field of a config'],
+    ),
+    'hash deleted': (lambda c: c.pop('hash'), ["config.json lacks the hash of its config, this run's config hashes"]),
+    'device edited': (lambda c: c['config'].update(device='cuda'), ["records device='cuda', this run's config has"]),
 }
 
 
