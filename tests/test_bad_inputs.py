@@ -158,6 +158,10 @@ REFUSED = {  # case: (config fields, words the ValueError must hold)
     'hidden text': (dict(model='mlp', model_params={'hidden': 'x'}), ["model_params['hidden']='x' is not allowed"]),
     'hidden a fraction': (dict(model='mlp', model_params={'hidden': [64.5]}), ["model_params['hidden']=[64.5] is not"]),
     'hidden a bool': (dict(model='mlp', model_params={'hidden': [True]}), ["model_params['hidden']=[True] is not"]),
+    'hidden one count': (
+        dict(model='mlp', model_params={'hidden': 64}),
+        ["model_params['hidden']=64 is not allowed: a list of integers >= 1 (widths), e.g. [200]"],
+    ),
     'batch_norm 1': (dict(model='vgg16', model_params={'batch_norm': 1}), ["['batch_norm']=1 is not allowed: True or"]),
     'projection_dim 2.5': (dict(model_params={'projection_dim': 2.5}), ["['projection_dim']=2.5 is not allowed"]),
     'cnn5 hidden 0': (
@@ -311,6 +315,9 @@ CLI = {  # case: (argv, exit code, words of the message); '{file}' is a file
     ),
     '--set hidden -3': (RUN + ['--set', 'hidden=-3'], 2, ["model_params['hidden']=-3 is not allowed"]),
     '--set hidden text': (RUN + ['--set', 'hidden=abc'], 2, ["model_params['hidden']='abc' is not allowed"]),
+    '--set hidden a fraction': (RUN + ['--set', 'hidden=[64.5]'], 2, ["model_params['hidden']=[64.5] is not allowed"]),
+    '--set hidden a bool': (RUN + ['--set', 'hidden=[true]'], 2, ["model_params['hidden']=[True] is not allowed"]),
+    '--set hidden one count': (RUN + ['--set', 'hidden=64'], 2, ["model_params['hidden']=64 is not allowed: a list"]),
     '--classes-per-client 12': (
         RUN + ['--partition', 'classes', '--classes-per-client', '12'],
         2,
