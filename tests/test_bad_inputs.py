@@ -658,6 +658,15 @@ def test_a_finished_run_reads_without_write_access(finished, tmp_path, monkeypat
         run(cfg.replace(rounds=4), tmp_path)
 
 
+def test_a_runs_records_are_as_readable_as_any_new_file(finished):
+    "Records are written through temporary files (0600), yet others read them as the umask lets them read any file."
+    cfg, res = finished
+    mask = os.umask(0o022)
+    os.umask(mask)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in res.run_dir.iterdir() if p.name != '.lock'}
+    assert modes == dict.fromkeys(modes, 0o666 & ~mask) and 'checkpoint.pt' in modes, modes
+
+
 def test_a_full_disk_says_so_naming_the_run(tmp_path, monkeypatch):
     import torch
     from collections import namedtuple
