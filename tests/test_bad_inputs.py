@@ -759,6 +759,24 @@ def test_a_ray_cluster_that_does_not_answer_is_refused_in_one_line(tmp_path, mon
             run_many([ExperimentConfig(model='mlp', rounds=1)], tmp_path / 'runs', backend='ray')
 
 
+def test_a_ray_address_that_answers_but_is_no_ray_cluster_is_refused_in_one_line(tmp_path, monkeypatch):
+    "Something listens at RAY_ADDRESS, but not Ray: Ray gives up (about 20 s), and so does fedrepro, in one line."
+    ray = pytest.importorskip('ray')
+    monkeypatch.setattr(ray, 'is_initialized', lambda: False)
+
+    def init(address=None, **kw):  # what ray.init raises once its retries are spent
+        raise ConnectionError(f"Failed to connect to Ray cluster at {os.environ['RAY_ADDRESS']}")
+
+    monkeypatch.setattr(ray, 'init', init)
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        s.listen()
+        address = f'127.0.0.1:{s.getsockname()[1]}'
+        monkeypatch.setenv('RAY_ADDRESS', address)
+        with pytest.raises(ValueError, match=f"Ray address='{address}' .*something answers there, but Ray could not"):
+            run_many([ExperimentConfig(model='mlp', rounds=1)], tmp_path / 'runs', backend='ray')
+
+
 def test_what_a_killed_job_left_is_put_back_and_its_processes_ended(tmp_path):
     from fedrepro.jobs import _recover, job_lock
 
