@@ -899,3 +899,16 @@ def test_book_results_refuses_damaged_evidence_before_it_runs(tmp_path):
     _cut(3)(tmp_path / 'fedreg_figure2_seeds.csv')
     code, err = fedrepro(['book', '--results', str(tmp_path)])
     assert code == 2 and len(err.strip().splitlines()) == 1 and 'fedreg_figure2_seeds.csv is damaged' in err, err
+
+
+def test_a_per_seed_file_without_its_table_is_refused(tmp_path):
+    "Without its table, a per-seed file would be passed over and the committed run judged in its place, without a word."
+    from fedrepro.repro import artefact_sources, committed_results
+
+    shutil.copy(committed_results() / 'fedreg_figure2_seeds.csv', tmp_path)
+    with pytest.raises(ValueError) as e:
+        artefact_sources(tmp_path)
+    msg = str(e.value)
+    assert (
+        '\n' not in msg and 'fedreg_figure2_seeds.csv is damaged: it has no table fedreg_figure2.csv beside it' in msg
+    )
