@@ -722,6 +722,21 @@ def test_ctrl_c_while_the_command_loads_ends_in_one_line(tmp_path):
     assert err.startswith('fedrepro: interrupted'), err
 
 
+def test_the_commands_own_warnings_are_one_line_each(monkeypatch):
+    """`fedrepro` shows its own warnings (records unverified, a killed job's processes ended, a run waited for) in one
+    line each, as its errors, not Python's two with the source of the call; another library's as Python shows them."""
+    from fedrepro import launch
+
+    monkeypatch.setattr(warnings, 'formatwarning', warnings.formatwarning)  # as it was after this test
+    with contextlib.redirect_stdout(io.StringIO()):
+        launch.main(['list'])
+    assert warnings.formatwarning is launch.one_line_warning
+    mine = warnings.formatwarning(UserWarning('its records\nare unverified'), UserWarning, runner.__file__, 1)
+    assert mine == 'fedrepro: warning: its records are unverified\n'
+    theirs = warnings.formatwarning(UserWarning('x'), UserWarning, pd.__file__, 1)
+    assert theirs.startswith(pd.__file__) and 'UserWarning: x' in theirs
+
+
 def test_ctrl_c_during_reproduce_ends_in_one_line(tmp_path, monkeypatch):
     import fedrepro.cli as cli
 
