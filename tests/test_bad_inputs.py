@@ -10,7 +10,9 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import warnings
+from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
@@ -799,14 +801,19 @@ def test_what_a_killed_job_left_is_put_back_and_its_processes_ended(tmp_path):
     (tmp_path / '.job.csv.999.previous').write_text('good')
     (tmp_path / '.job.999.running.ipynb').write_text('where it stopped')
     orphan = subprocess.Popen(['sleep', '60'], cwd=tmp_path, start_new_session=True)  # a killed job's kernel
-    (tmp_path / '.job.lock').write_text(f'999 {orphan.pid}\n')
+    sockets = Path(tempfile.mkdtemp(prefix='fedrepro-'))  # and its sockets, outside `out`
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(sockets / 'kernel-1'))
+    (tmp_path / '.job.lock').write_text(f'999 {orphan.pid} {sockets}\n')
     try:
         with pytest.warns(UserWarning, match='ended 1 processes that a killed job of job left running'):
             with job_lock(tmp_path, 'job'):
                 pass
         assert orphan.wait(timeout=5) == -9
+        assert not sockets.exists()
     finally:
         orphan.kill()
+        shutil.rmtree(sockets, ignore_errors=True)
     _recover(tmp_path, 'job')  # what all_or_nothing does first
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {
         'job.csv': 'good',
