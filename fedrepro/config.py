@@ -40,7 +40,7 @@ def _plain(v):
 
 def _check_option(name: str, v, default):
     """Model option `name`'s value `v`, of the kind its `default` is: True or False; a count (a width, a number of
-    groups, `padding` >= 0); widths (a list of counts, or one count); a finite number; text."""
+    groups, `padding` >= 0); widths (a list of counts); a finite number; text."""
     least = 0 if name == 'padding' else 1
     count = lambda x: isinstance(x, int) and not isinstance(x, bool) and x >= least
     if isinstance(default, bool):
@@ -48,7 +48,7 @@ def _check_option(name: str, v, default):
     elif isinstance(default, int):
         ok, what = count(v), f'an integer >= {least}'
     elif isinstance(default, (tuple, list)):
-        ok = count(v) or (isinstance(v, (list, tuple)) and all(count(x) for x in v))
+        ok = isinstance(v, (list, tuple)) and all(count(x) for x in v)  # one count: no such model builds with it
         what = f'a list of integers >= {least} (widths), e.g. {list(default)}'
     elif isinstance(default, float):
         ok, what = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v), 'a finite number'

@@ -216,12 +216,27 @@ class FlatModel:
         )
 
 # %% ../nbs/00_core.ipynb #3d8674bf
+def _umask() -> int:
+    "This process's umask: Linux's /proc says it; elsewhere it is read by setting it and setting it back."
+    try:
+        status = Path('/proc/self/status').read_text()
+        return int(next(line.split()[1] for line in status.splitlines() if line.startswith('Umask:')), 8)
+    except (OSError, StopIteration, ValueError, IndexError):
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return mask
+
+
 def atomic_write(path, write: Callable[[str], None]):
-    "Call `write(tmp_path)` and move the result onto `path` in one rename."
+    """Call `write(tmp_path)` and move the result onto `path` in one rename; the file readable as the umask lets any
+    new file be (a temporary file's own mode, 0600, would hide it from everyone else)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.close(fd)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+    finally:
+        os.close(fd)
     try:
         write(tmp)
         os.replace(tmp, path)

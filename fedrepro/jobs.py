@@ -17,7 +17,7 @@ from .core import check, environment_set, get_device
 
 # %% auto #0
 __all__ = ['SCALES', 'repro_dir', 'reproductions', 'job_path', 'job_parameters', 'jobs', 'check_job', 'job_stem',
-           'all_or_nothing', 'quiet_kernel', 'end_group', 'job_lock', 'run_options', 'reproduce']
+           'all_or_nothing', 'quiet_kernel', 'end_group', 'remove_sockets', 'job_lock', 'run_options', 'reproduce']
 
 # %% ../nbs/07a_jobs.ipynb #134b0239
 SCALES = ('paper', 'mini', 'smoke')
@@ -208,15 +208,26 @@ def end_group(pgid: int | None, cwd: Path) -> int:
     return len(pids)
 
 
+def remove_sockets(folder: Path):
+    """Remove a killed job's folder of kernel sockets (`quiet_kernel`'s, `fedrepro-*` in the temporary folder), which
+    only its own end would have removed; anything else is left as it is."""
+    try:
+        if folder.name.startswith('fedrepro-') and all(p.is_socket() for p in folder.iterdir()):
+            shutil.rmtree(folder, ignore_errors=True)
+    except OSError:
+        pass  # gone already, or not a folder
+
+
 @contextmanager
 def job_lock(out: Path, stem: str):
     """Hold `out/.<stem>.lock` while job `stem` runs into `out`: a second job of that name into that folder is refused
-    in one line, naming the process that runs it. Inside, `record(pid)` notes the job's kernel in the lock file, so the
-    next job can end whatever a killed one left running."""
+    in one line, naming the process that runs it. Inside, `record(pid, sockets)` notes the job's kernel and the folder
+    of its socket files in the lock file, so the next job can end whatever a killed one left running and remove its
+    sockets."""
     try:
         import fcntl
     except ImportError:  # no flock (Windows): unlocked
-        yield lambda pid: None
+        yield lambda pid, sockets=None: None
         return
     path = out / f'.{stem}.lock'
     while True:
@@ -237,13 +248,15 @@ def job_lock(out: Path, stem: str):
             pass
         os.close(fd)
     try:
-        left = os.pread(fd, 64, 0).decode(errors='replace').split()
+        left = os.pread(fd, 4096, 0).decode(errors='replace').split(maxsplit=2)
         if len(left) > 1 and left[1].isdecimal() and (n := end_group(int(left[1]), out)):
             warnings.warn(f'ended {n} processes that a killed job of {stem} left running in {out}')
+        if len(left) > 2:
+            remove_sockets(Path(left[2].strip()))
 
-        def record(pid: int):
+        def record(pid: int, sockets: Path | None = None):
             os.ftruncate(fd, 0)
-            os.pwrite(fd, f'{os.getpid()} {pid}\n'.encode(), 0)
+            os.pwrite(fd, f"{os.getpid()} {pid}{f' {sockets}' if sockets else ''}\n".encode(), 0)
 
         os.ftruncate(fd, 0)
         os.pwrite(fd, f'{os.getpid()}\n'.encode(), 0)
@@ -294,7 +307,7 @@ def reproduce(
         params['seeds'] = list(seeds)
     stem, kernel = job_stem(name, extra), []
     sockets = Path(tempfile.mkdtemp(prefix='fedrepro-'))  # the kernel's socket files: never in `out`
-    started = lambda pid: (kernel.append(pid), record(pid))
+    started = lambda pid: (kernel.append(pid), record(pid, sockets))
     execute = lambda path: pm.execute_notebook(
         str(job_path(name)),
         str(path),

@@ -1678,6 +1678,9 @@ def artefact_sources(results=None) -> pd.DataFrame:
     rows = []
     order = report_papers()
     for r in paper_artefacts().sort_values('paper', key=lambda p: p.map(order.index), kind='stable').itertuples():
+        if results and (orphan := results / f'{r.notebook}_seeds.csv').is_file():
+            if not (results / f'{r.notebook}.csv').is_file():  # else the committed run would be judged in its place
+                raise DamagedCSV(orphan, None, f'it has no table {r.notebook}.csv beside it')
         folder = next((f for f in (results, committed) if f and (f / f'{r.notebook}.csv').is_file()), None)
         needs_seeds = (committed / f'{r.notebook}_seeds.csv').is_file()
         tables = check_artefact(folder, r.notebook, needs_seeds) if folder else []

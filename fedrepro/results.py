@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 import numpy as np
 import pandas as pd
-from .core import check, get_device, write_json
+from .core import bad_value, check, get_device, write_json
 from .config import ExperimentConfig
 from .runner import run, RunResult, deterministic_requested, CUBLAS_DETERMINISTIC
 
@@ -559,13 +559,24 @@ def check_ray_answers(address: str | None = None, seconds: float = RAY_ANSWER_SE
 
 def _ray_connect(address):
     """Ray, connected to a cluster (see above; one named that does not answer is refused within
-    `RAY_ANSWER_SECONDS`), and whether this call connected it; `check_backend` has refused a missing Ray already."""
+    `RAY_ANSWER_SECONDS`, one that answers but is no Ray cluster in one line once Ray gives up, about 20 s), and whether
+    this call connected it; `check_backend` has refused a missing Ray already."""
     import ray
 
     if ray.is_initialized():
         return ray, False
     check_ray_answers(address)
-    ray.init(address=address)
+    try:
+        ray.init(address=address)
+    except ConnectionError as e:
+        named = address or os.environ.get('RAY_ADDRESS') or 'the cluster `ray start` recorded'
+        raise bad_value(
+            'Ray address',
+            named,
+            f'a Ray cluster: something answers there, but Ray could not connect ({" ".join(str(e).split())}): start '
+            f"one there (ray start --head), correct {'address' if address else 'RAY_ADDRESS'}, or leave it unset for "
+            'a Ray on this machine',
+        ) from None
     return ray, True
 
 

@@ -250,7 +250,8 @@ def _check_env(run_dir: Path, ckpt: dict, device, allow: bool):
 
 def _check_config_record(run_dir: Path, cfg: ExperimentConfig) -> dict | None:
     """The config `config.json` records (None where it is missing or unreadable: it is written again), refused in one
-    line, naming the field, where it is another config than `cfg` (edited, or another run's)."""
+    line, naming the field, where it is another config than `cfg` (edited, or another run's): a field of another value,
+    one no config has, one missing that `cfg` sets otherwise than its default, or no hash."""
     f = run_dir / 'config.json'
     rec = _read_json(f)
     was = rec.get('config') if isinstance(rec, dict) else None
@@ -264,14 +265,34 @@ def _check_config_record(run_dir: Path, cfg: ExperimentConfig) -> dict | None:
         same = False
     now = cfg.to_dict()
     if not same:
-        skip = set(NOT_HASHED) | {'eval_batch_size', 'device'}
+        skip = set(NOT_HASHED) | {'eval_batch_size'}  # hashed as one value: a resume takes the recorded one
         if diff := [k for k in now if k in was and k not in skip and was[k] != now[k]]:
             k = diff[0]
             raise ValueError(
                 f"{f} records {k}={was[k]!r}, this run's config has {k}={now[k]!r}: the file was edited or belongs to "
                 'another run; put it back as it was (or delete it: it is written again), or use another out directory'
             )
-    if rec.get('hash', cfg.hash) != cfg.hash:
+        if unknown := [k for k in was if k not in now]:
+            raise ValueError(
+                f'{f} records {unknown[0]}={was[unknown[0]]!r}, which is no field of a config: the file was edited; '
+                'put it back as it was (or delete it: it is written again)'
+            )
+        # a field missing: one added after the run was written is at its default (the hash agreed), so not this one
+        missing = [k for k in now if k not in was and k not in skip]
+        k = next((k for k in missing if now[k] != getattr(ExperimentConfig(), k)), missing[0] if missing else None)
+        raise ValueError(
+            f"{f} lacks {k}, this run's config has {k}={now[k]!r}: the file was edited or belongs to another run; put "
+            'it back as it was (or delete it: it is written again), or use another out directory'
+            if k
+            else f"{f} records another config than this run's: the file was edited or belongs to another run; put it "
+            'back as it was (or delete it: it is written again), or use another out directory'
+        )
+    if 'hash' not in rec:
+        raise ValueError(
+            f"{f} lacks the hash of its config, this run's config hashes to {cfg.hash!r}: the file was edited; put it "
+            'back as it was (or delete it: it is written again)'
+        )
+    if rec['hash'] != cfg.hash:
         raise ValueError(
             f"{f} records hash={rec['hash']!r}, this run's config hashes to {cfg.hash!r}: the file was edited; put it "
             'back as it was (or delete it: it is written again)'

@@ -10,7 +10,9 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import warnings
+from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
@@ -158,6 +160,10 @@ REFUSED = {  # case: (config fields, words the ValueError must hold)
     'hidden text': (dict(model='mlp', model_params={'hidden': 'x'}), ["model_params['hidden']='x' is not allowed"]),
     'hidden a fraction': (dict(model='mlp', model_params={'hidden': [64.5]}), ["model_params['hidden']=[64.5] is not"]),
     'hidden a bool': (dict(model='mlp', model_params={'hidden': [True]}), ["model_params['hidden']=[True] is not"]),
+    'hidden one count': (
+        dict(model='mlp', model_params={'hidden': 64}),
+        ["model_params['hidden']=64 is not allowed: a list of integers >= 1 (widths), e.g. [200]"],
+    ),
     'batch_norm 1': (dict(model='vgg16', model_params={'batch_norm': 1}), ["['batch_norm']=1 is not allowed: True or"]),
     'projection_dim 2.5': (dict(model_params={'projection_dim': 2.5}), ["['projection_dim']=2.5 is not allowed"]),
     'cnn5 hidden 0': (
@@ -311,6 +317,9 @@ CLI = {  # case: (argv, exit code, words of the message); '{file}' is a file
     ),
     '--set hidden -3': (RUN + ['--set', 'hidden=-3'], 2, ["model_params['hidden']=-3 is not allowed"]),
     '--set hidden text': (RUN + ['--set', 'hidden=abc'], 2, ["model_params['hidden']='abc' is not allowed"]),
+    '--set hidden a fraction': (RUN + ['--set', 'hidden=[64.5]'], 2, ["model_params['hidden']=[64.5] is not allowed"]),
+    '--set hidden a bool': (RUN + ['--set', 'hidden=[true]'], 2, ["model_params['hidden']=[True] is not allowed"]),
+    '--set hidden one count': (RUN + ['--set', 'hidden=64'], 2, ["model_params['hidden']=64 is not allowed: a list"]),
     '--classes-per-client 12': (
         RUN + ['--partition', 'classes', '--classes-per-client', '12'],
         2,
@@ -606,6 +615,16 @@ CONFIG_EDITS = {  # case: (how config.json is edited, words of the refusal)
     'lr edited': (lambda c: c['config'].update(lr=0.5), ["config.json records lr=0.5, this run's config has lr=0.05"]),
     'rounds edited': (lambda c: c['config'].update(rounds=30), ['records rounds=30', 'has rounds=3']),
     'hash edited': (lambda c: c.update(hash='0' * 16), ["records hash='0000000000000000'"]),
+    'a field deleted': (
+        lambda c: c['config'].pop('rounds'),
+        ["config.json lacks rounds, this run's config has rounds=3"],
+    ),
+    'a field no config has': (
+        lambda c: c['config'].update(bogus=1),
+        ['records bogus=1, which is no field of a config'],
+    ),
+    'hash deleted': (lambda c: c.pop('hash'), ["config.json lacks the hash of its config, this run's config hashes"]),
+    'device edited': (lambda c: c['config'].update(device='cuda'), ["records device='cuda', this run's config has"]),
 }
 
 
@@ -639,6 +658,15 @@ def test_a_finished_run_reads_without_write_access(finished, tmp_path, monkeypat
     assert not (d / 'metrics.csv').exists()
     with pytest.raises(PermissionError, match='is not a finished run and this process cannot write there'):
         run(cfg.replace(rounds=4), tmp_path)
+
+
+def test_a_runs_records_are_as_readable_as_any_new_file(finished):
+    "Records are written through temporary files (0600), yet others read them as the umask lets them read any file."
+    cfg, res = finished
+    mask = os.umask(0o022)
+    os.umask(mask)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in res.run_dir.iterdir() if p.name != '.lock'}
+    assert modes == dict.fromkeys(modes, 0o666 & ~mask) and 'checkpoint.pt' in modes, modes
 
 
 def test_a_full_disk_says_so_naming_the_run(tmp_path, monkeypatch):
@@ -696,6 +724,21 @@ def test_ctrl_c_while_the_command_loads_ends_in_one_line(tmp_path):
     assert err.startswith('fedrepro: interrupted'), err
 
 
+def test_the_commands_own_warnings_are_one_line_each(monkeypatch):
+    """`fedrepro` shows its own warnings (records unverified, a killed job's processes ended, a run waited for) in one
+    line each, as its errors, not Python's two with the source of the call; another library's as Python shows them."""
+    from fedrepro import launch
+
+    monkeypatch.setattr(warnings, 'formatwarning', warnings.formatwarning)  # as it was after this test
+    with contextlib.redirect_stdout(io.StringIO()):
+        launch.main(['list'])
+    assert warnings.formatwarning is launch.one_line_warning
+    mine = warnings.formatwarning(UserWarning('its records\nare unverified'), UserWarning, runner.__file__, 1)
+    assert mine == 'fedrepro: warning: its records are unverified\n'
+    theirs = warnings.formatwarning(UserWarning('x'), UserWarning, pd.__file__, 1)
+    assert theirs.startswith(pd.__file__) and 'UserWarning: x' in theirs
+
+
 def test_ctrl_c_during_reproduce_ends_in_one_line(tmp_path, monkeypatch):
     import fedrepro.cli as cli
 
@@ -733,6 +776,24 @@ def test_a_ray_cluster_that_does_not_answer_is_refused_in_one_line(tmp_path, mon
             run_many([ExperimentConfig(model='mlp', rounds=1)], tmp_path / 'runs', backend='ray')
 
 
+def test_a_ray_address_that_answers_but_is_no_ray_cluster_is_refused_in_one_line(tmp_path, monkeypatch):
+    "Something listens at RAY_ADDRESS, but not Ray: Ray gives up (about 20 s), and so does fedrepro, in one line."
+    ray = pytest.importorskip('ray')
+    monkeypatch.setattr(ray, 'is_initialized', lambda: False)
+
+    def init(address=None, **kw):  # what ray.init raises once its retries are spent
+        raise ConnectionError(f"Failed to connect to Ray cluster at {os.environ['RAY_ADDRESS']}")
+
+    monkeypatch.setattr(ray, 'init', init)
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        s.listen()
+        address = f'127.0.0.1:{s.getsockname()[1]}'
+        monkeypatch.setenv('RAY_ADDRESS', address)
+        with pytest.raises(ValueError, match=f"Ray address='{address}' .*something answers there, but Ray could not"):
+            run_many([ExperimentConfig(model='mlp', rounds=1)], tmp_path / 'runs', backend='ray')
+
+
 def test_what_a_killed_job_left_is_put_back_and_its_processes_ended(tmp_path):
     from fedrepro.jobs import _recover, job_lock
 
@@ -740,14 +801,19 @@ def test_what_a_killed_job_left_is_put_back_and_its_processes_ended(tmp_path):
     (tmp_path / '.job.csv.999.previous').write_text('good')
     (tmp_path / '.job.999.running.ipynb').write_text('where it stopped')
     orphan = subprocess.Popen(['sleep', '60'], cwd=tmp_path, start_new_session=True)  # a killed job's kernel
-    (tmp_path / '.job.lock').write_text(f'999 {orphan.pid}\n')
+    sockets = Path(tempfile.mkdtemp(prefix='fedrepro-'))  # and its sockets, outside `out`
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(sockets / 'kernel-1'))
+    (tmp_path / '.job.lock').write_text(f'999 {orphan.pid} {sockets}\n')
     try:
         with pytest.warns(UserWarning, match='ended 1 processes that a killed job of job left running'):
             with job_lock(tmp_path, 'job'):
                 pass
         assert orphan.wait(timeout=5) == -9
+        assert not sockets.exists()
     finally:
         orphan.kill()
+        shutil.rmtree(sockets, ignore_errors=True)
     _recover(tmp_path, 'job')  # what all_or_nothing does first
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {
         'job.csv': 'good',
@@ -855,3 +921,16 @@ def test_book_results_refuses_damaged_evidence_before_it_runs(tmp_path):
     _cut(3)(tmp_path / 'fedreg_figure2_seeds.csv')
     code, err = fedrepro(['book', '--results', str(tmp_path)])
     assert code == 2 and len(err.strip().splitlines()) == 1 and 'fedreg_figure2_seeds.csv is damaged' in err, err
+
+
+def test_a_per_seed_file_without_its_table_is_refused(tmp_path):
+    "Without its table, a per-seed file would be passed over and the committed run judged in its place, without a word."
+    from fedrepro.repro import artefact_sources, committed_results
+
+    shutil.copy(committed_results() / 'fedreg_figure2_seeds.csv', tmp_path)
+    with pytest.raises(ValueError) as e:
+        artefact_sources(tmp_path)
+    msg = str(e.value)
+    assert (
+        '\n' not in msg and 'fedreg_figure2_seeds.csv is damaged: it has no table fedreg_figure2.csv beside it' in msg
+    )
