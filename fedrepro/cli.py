@@ -190,22 +190,19 @@ def _run_parser(sub):
     )
 
 
-def _runs_per_gpu(text: str) -> int:
-    "`--runs-per-gpu`'s value: an integer >= 1."
-    if not text.strip().isdecimal() or int(text) < 1:
-        raise argparse.ArgumentTypeError(
-            f'{text!r} is not allowed: an integer >= 1, the runs that share one GPU at a time'
-        )
-    return int(text)
+def _count_of(what: str):
+    "An argparse type: an integer >= 1, counting `what`."
+
+    def parse(text: str) -> int:
+        if not text.strip().isdecimal() or int(text) < 1:
+            raise argparse.ArgumentTypeError(f'{text!r} is not allowed: an integer >= 1, {what}')
+        return int(text)
+
+    return parse
 
 
-def _client_workers(text: str) -> int:
-    "`--client-workers`' value: an integer >= 1."
-    if not text.strip().isdecimal() or int(text) < 1:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not allowed: an integer >= 1, the processes that train a round's clients"
-        )
-    return int(text)
+_runs_per_gpu = _count_of('the runs that share one GPU at a time')
+_client_workers = _count_of("the processes that train a round's clients")
 
 
 def _seed_list(text: str) -> list[int]:

@@ -206,17 +206,22 @@ def _grid_done(results: list, failed: list, out=None) -> list:
     return results
 
 
+def _given_or_env(field: str, value, env: str) -> tuple:
+    """`(field, value)` where `value` is given, else `(env, its number)` where the environment variable `env` is set
+    (its text where that is not a number, for the caller's check to refuse), else `(field, None)`."""
+    if value is not None or (text := os.environ.get(env)) is None:
+        return field, value
+    try:
+        return env, float(text)
+    except ValueError:
+        return env, text
+
+
 def gpus_per_run_requested(gpus_per_run: float | None = None, runs_per_gpu: int | None = None) -> float:
     """A Ray task's GPUs for a run on cuda: `gpus_per_run` as given, else the environment variable
     `FEDREPRO_GPUS_PER_RUN`, else `1 / runs_per_gpu` (4 runs a GPU by default); refused in one line unless a number
     > 0 that Ray accepts (a fraction of one GPU, or whole GPUs)."""
-    field = 'gpus_per_run'
-    if gpus_per_run is None and (text := os.environ.get(GPUS_PER_RUN_ENV)) is not None:
-        field, gpus_per_run = GPUS_PER_RUN_ENV, text
-        try:
-            gpus_per_run = float(text)
-        except ValueError:
-            pass
+    field, gpus_per_run = _given_or_env('gpus_per_run', gpus_per_run, GPUS_PER_RUN_ENV)
     if gpus_per_run is None:
         return 1 / runs_per_gpu_requested(runs_per_gpu)
     check(
@@ -243,13 +248,7 @@ def gpus_per_run_given(gpus_per_run: float | None = None, runs_per_gpu: int | No
 def memory_per_run_requested(memory_per_run_gb: float | None = None) -> float | None:
     """A Ray task's memory in GiB: `memory_per_run_gb` as given (a config's), else `FEDREPRO_MEMORY_PER_RUN_GB`,
     else None (estimated: `run_memory_gb`); refused in one line unless a finite number > 0."""
-    field, gb = 'memory_per_run_gb', memory_per_run_gb
-    if gb is None and (text := os.environ.get(MEMORY_PER_RUN_ENV)) is not None:
-        field, gb = MEMORY_PER_RUN_ENV, text
-        try:
-            gb = float(text)
-        except ValueError:
-            pass
+    field, gb = _given_or_env('memory_per_run_gb', memory_per_run_gb, MEMORY_PER_RUN_ENV)
     check(
         gb is None or isinstance(gb, (int, float)) and not isinstance(gb, bool) and 0 < gb < float('inf'),
         field,
