@@ -25,8 +25,8 @@ from .engine import Federation, ClientStore
 
 # %% auto #0
 __all__ = ['DETERMINISTIC_ENV', 'CUBLAS_DETERMINISTIC', 'ALLOW_ENV_CHANGE_ENV', 'UNVERIFIED', 'environment', 'RunResult',
-           'divergence', 'summarize_run', 'deterministic_requested', 'deterministic_algorithms', 'code_version',
-           'local_means', 'run']
+           'divergence', 'accuracy_summary', 'summarize_run', 'deterministic_requested', 'deterministic_algorithms',
+           'code_version', 'local_means', 'run']
 
 # %% ../nbs/06_runner.ipynb #851b329f
 def environment(device) -> dict:
@@ -76,17 +76,22 @@ def divergence(metrics: pd.DataFrame) -> tuple[int, str] | None:
     return int(metrics['round'].iloc[i]), metrics['diverged'].iloc[i] if marked.iloc[i] else 'test loss not finite'
 
 
-def summarize_run(cfg: ExperimentConfig, metrics: pd.DataFrame) -> dict:
-    """Final and best test accuracy (with its round) and totals, from the per-round metrics; for a run that diverged,
-    where and why instead of accuracies."""
+def accuracy_summary(metrics: pd.DataFrame) -> dict:
+    "Final and best test accuracy (with its round) and the final test loss, from the evaluated rounds of `metrics`."
     ev = metrics.dropna(subset=['test_acc'])
     best = ev.loc[ev['test_acc'].idxmax()]
-    accuracy = {
+    return {
         'final_acc': float(ev['test_acc'].iloc[-1]),
         'best_acc': float(best['test_acc']),
         'best_round': int(best['round']),
         'final_loss': float(ev['test_loss'].iloc[-1]),
     }
+
+
+def summarize_run(cfg: ExperimentConfig, metrics: pd.DataFrame) -> dict:
+    """Final and best test accuracy (with its round) and totals, from the per-round metrics; for a run that diverged,
+    where and why instead of accuracies."""
+    accuracy = accuracy_summary(metrics)
     if (d := divergence(metrics)) is not None:
         accuracy = {k: None for k in accuracy} | {'diverged': {'round': d[0], 'reason': d[1]}}
     return {

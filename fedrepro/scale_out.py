@@ -14,6 +14,7 @@ import pandas as pd
 import torch
 from .core import atomic_write, check, get_device, write_json
 from .config import ExperimentConfig
+from .runner import accuracy_summary
 from .engine import Federation, sample_clients
 
 # %% ../nbs/17_scale_out.ipynb #c1a0e004
@@ -76,16 +77,11 @@ def run_client_workers(cfg: ExperimentConfig, workers: int = 2) -> dict:
 # %% ../nbs/17_scale_out.ipynb #c1a0e010
 def client_workers_summary(cfg: ExperimentConfig, metrics: pd.DataFrame, workers: int) -> dict:
     "A client-workers run's summary: the runner's accuracy keys (final, best and its round, final loss) and its time."
-    ev = metrics.dropna(subset=['test_acc'])
-    best = ev.loc[ev['test_acc'].idxmax()]
     return {
         'config_hash': cfg.hash,
         'rounds': int(metrics['round'].max()),
         'client_workers': workers,
-        'final_acc': float(ev['test_acc'].iloc[-1]),
-        'best_acc': float(best['test_acc']),
-        'best_round': int(best['round']),
-        'final_loss': float(ev['test_loss'].iloc[-1]),
+        **accuracy_summary(metrics),
         'seconds': float(metrics['seconds'].sum()),
     }
 
