@@ -22,18 +22,18 @@ from .jobs import SCALES  # the scales a job runs at, defined once in fedrepro.j
 
 # %% auto #0
 __all__ = ['FAILURES', 'OK', 'BEST_ACC', 'FINAL_ACC', 'ROUNDS', 'SHOWN_FIELDS', 'MIN_SEEDS', 'SEEDS', 'SWEEP_SEEDS', 'DATA_DIR',
-           'PRINTED_COLUMNS', 'LEARNED_FACTOR', 'LOSS_EXPLOSION', 'PLATEAU_POINTS', 'SEED_COLUMNS', 'ALPHA', 'OUTCOMES',
-           'VERDICT_COLUMNS', 'TABLE_COLUMNS', 'Word', 'Outcome', 'Basis', 'Kind', 'Health', 'MetricKind', 'Metric',
-           'Mechanism', 'Setting', 'Paper', 'paper_numbers', 'learned_level', 'run_health', 'plateau', 'loss_health',
-           'reference_health', 'target_health', 'margin_cell', 'mechanism_health', 'run_table', 'lr_sweep', 'mini_lr',
-           'sweep_rows', 'sweep_view', 'seed_cells', 'split_health', 'write_seed_csv', 'read_seed_csv',
-           'read_seed_csvs', 'param_sweep', 'tuned_params', 'seed_flags', 'table_rows', 'unrun_rows', 'paper_view',
-           'plot_curves', 'Judged', 'Untestable', 'sign_flip', 'effect', 'Compare', 'Band', 'Never', 'NotAbove', 'Same',
-           'Interior', 'Fails', 'Stable', 'Elsewhere', 'OtherQuantity', 'OnDevice', 'Exact', 'Derived', 'Inert',
-           'Untuned', 'Engaged', 'Claim', 'holm', 'combine', 'counts', 'basis', 'judge', 'paper_artefacts',
-           'reader_coverage', 'report_papers', 'default_jobs', 'committed_results', 'artefact_tables', 'DamagedCSV',
-           'read_text_csv', 'check_table_csv', 'check_seed_csv', 'check_artefact', 'artefact_sources', 'paper_cells',
-           'report_verdicts', 'verdict_summary', 'SCALES']
+           'PRINTED_COLUMNS', 'LEARNED_FACTOR', 'LOSS_EXPLOSION', 'PLATEAU_POINTS', 'RISE', 'SEED_COLUMNS', 'ALPHA',
+           'OUTCOMES', 'VERDICT_COLUMNS', 'TABLE_COLUMNS', 'Word', 'Outcome', 'Basis', 'Kind', 'Health', 'MetricKind',
+           'Metric', 'Mechanism', 'Setting', 'Paper', 'paper_numbers', 'learned_level', 'run_health', 'rise', 'plateau',
+           'loss_health', 'reference_health', 'target_health', 'margin_cell', 'mechanism_health', 'run_table',
+           'lr_sweep', 'mini_lr', 'sweep_rows', 'sweep_view', 'seed_cells', 'split_health', 'write_seed_csv',
+           'read_seed_csv', 'read_seed_csvs', 'param_sweep', 'tuned_params', 'seed_flags', 'table_rows', 'unrun_rows',
+           'paper_view', 'plot_curves', 'Judged', 'Untestable', 'sign_flip', 'effect', 'Compare', 'Band', 'Never',
+           'NotAbove', 'Same', 'Interior', 'Fails', 'Stable', 'Elsewhere', 'OtherQuantity', 'OnDevice', 'Exact',
+           'Derived', 'Inert', 'Untuned', 'Engaged', 'Plateaued', 'Claim', 'holm', 'combine', 'counts', 'basis',
+           'judge', 'paper_artefacts', 'reader_coverage', 'report_papers', 'default_jobs', 'committed_results',
+           'artefact_tables', 'DamagedCSV', 'read_text_csv', 'check_table_csv', 'check_seed_csv', 'check_artefact',
+           'artefact_sources', 'paper_cells', 'report_verdicts', 'verdict_summary', 'SCALES']
 
 # %% ../nbs/09a_repro.ipynb #200c5cdc
 class Word(str, Enum):
@@ -464,6 +464,16 @@ def run_health(curve: pd.DataFrame, chance: float) -> Health:
             f'back to {acc[-1]:.3f} < {level:.3f} by the last round',
         )
     return OK
+
+
+RISE = 'rise over the last fifth'  # a run's cell where a paper's claims wrap comparisons in `Plateaued`
+
+
+def rise(curve: pd.DataFrame) -> float:
+    "How much a run still rose at its end: the best accuracy of its last fifth less the fifth before's."
+    acc = _evaluated(curve)['test_acc'].to_numpy(float)
+    n = len(acc) // 5
+    return float(acc[-n:].max() - acc[-2 * n : -n].max()) if n else math.nan
 
 
 def plateau(curve: pd.DataFrame) -> Health:
@@ -1411,6 +1421,46 @@ class Engaged(_Wraps):
                 why = ', '.join(f'{m} {v:.2g}' for m, v in row.items())
                 marked.loc[at, ['health', 'detail']] = [Kind.INERT.value, f'{self.term}: {why}, under {self.level:g}']
         return self.comparison.judge(marked)
+
+
+@dataclass(frozen=True)
+class Plateaued(_Wraps):
+    """`comparison` of what runs reached (a best accuracy), at most inconclusive where a compared run was still rising
+    at its last round (its `RISE` cell above `PLATEAU_POINTS` on some seed, or none logged): the order may yet change.
+    `also`: more methods of its setting whose runs it reads (a difference's reference)."""
+
+    comparison: object = None
+    also: tuple = ()
+    basis: ClassVar[Basis] = Basis.EMPIRICAL
+
+    def judge(self, cells: pd.DataFrame) -> Judged:
+        judged = self.comparison.judge(cells)
+        if judged.outcome not in (Outcome.REPRODUCED, Outcome.NOT_REPRODUCED) or not (why := _rising(self, cells)):
+            return judged
+        ev = f'{judged.evidence}; at most inconclusive, {judged.outcome.value} as run, {why}'
+        return replace(judged, outcome=Outcome.INCONCLUSIVE, evidence=ev)
+
+
+def _compared(c) -> dict:
+    "The (setting, method) pairs comparison `c` reads."
+    if hasattr(c, 'method'):
+        return {(c.setting, c.method): None}
+    return dict.fromkeys([(c.setting, c.a), (getattr(c, 'setting_b', None) or c.setting, c.b)])
+
+
+def _rising(p: Plateaued, cells: pd.DataFrame) -> str:
+    "Which runs `p` reads were still rising at their last round, and on which seeds ('' where none was)."
+    out, c = [], p.comparison
+    for st, m in {**_compared(c), **{(c.setting, m): None for m in p.also}}:
+        rows = cells[(cells['setting'] == st) & (cells['method'] == m) & (cells['metric'] == RISE)]
+        up = rows[~(rows['value'] <= PLATEAU_POINTS)]
+        where = '' if st == c.setting else f' in {st}'
+        if rows.empty:
+            out.append(f'{m}{where}: no {RISE!r} logged')
+        elif len(up):
+            seeds = ', '.join(map(str, up['seed']))
+            out.append(f'{m}{where} still rising at its last round on seeds {seeds} (by up to {up["value"].max():.3f})')
+    return '; '.join(out)
 
 
 def _judge_one(comparison, cells: pd.DataFrame) -> Judged:
