@@ -306,7 +306,8 @@ def _fedgg_setting(data: str, beta: float, methods: dict) -> Setting:
     why = (
         f'{MINI_ROUNDS} rounds of {MINI_LOCAL_STEPS} local steps '
         f'(the paper: 100 rounds of 5 epochs, 40 to 390 steps a round), '
-        f'so that every FedGG artefact fits 15 minutes on two cores; lr {lr:g} for every method (the paper: 0.01), '
+        'most runs still rising at the last (claims on what they reached: at most inconclusive); '
+        f'lr {lr:g} for every method (the paper: 0.01), '
         f'the rate at which the most runs learned without diverging '
         f"on seeds {', '.join(map(str, SWEEP_SEEDS))} (`mini_lr`); weight decay 0 (the paper's sources: "
         f'{PAPER_WEIGHT_DECAY:g}) and the stand-in\'s own pipeline, no augmentation, as the committed mini runs'
