@@ -21,13 +21,14 @@ from .repro import Mechanism, NotAbove, mechanism_health, split_health
 
 # %% auto #0
 __all__ = ['FEDSSD_METHODS', 'PAPER_DATA', 'STRENGTHS', 'AUX', 'ALPHAS', 'ABLATION', 'MINI_DATA', 'MINI_DATA_100',
-           'MINI_TEST_SIZE_100', 'MINI_ROUNDS', 'MINI_LOCAL_STEPS', 'SWEEP_LRS', 'MINI_LR', 'MINI_LRS', 'MOON_MUS',
-           'MINI_MOON_MU', 'FEDSSD_SETTINGS', 'TABLE1_SETTINGS', 'FIGURE8_SETTINGS', 'SSD_LEVEL', 'SSD_TERM',
-           'FEDSSD_MECHANISMS', 'UNGATED', 'LOCAL_METRICS', 'CLASS_METRICS', 'BASELINES', 'TABLE2_SETTINGS',
-           'FEDSSD_CLAIMS', 'FEDSSD_METRICS', 'FEDSSD_FEEDS', 'FEDSSD', 'ONE_UPDATE_METRICS', 'class_credibility',
-           'sample_credibility', 'ssd_mask', 'ssd_loss', 'kl_distillation', 'FedSSD', 'paper_methods', 'fedssd_cells',
-           'gated', 'early_acc', 'mask_cells', 'local_cells', 'majority_classes', 'class_gap_cells', 'confusion',
-           'one_update', 'one_update_cells', 'figure4_client', 'apply_mechanism']
+           'MINI_TEST_SIZE_100', 'MINI_ROUNDS', 'MINI_LOCAL_STEPS', 'ENGAGED_ROUNDS', 'SWEEP_LRS', 'MINI_LR',
+           'MINI_LRS', 'MOON_MUS', 'MINI_MOON_MU', 'FEDCAD_BETAS', 'MINI_FEDCAD_BETA', 'FEDSSD_SETTINGS',
+           'TABLE1_SETTINGS', 'FIGURE8_SETTINGS', 'SSD_LEVEL', 'SSD_TERM', 'FEDSSD_MECHANISMS', 'UNGATED',
+           'LOCAL_METRICS', 'CLASS_METRICS', 'BASELINES', 'TABLE2_SETTINGS', 'FEDSSD_CLAIMS', 'FEDSSD_METRICS',
+           'FEDSSD_FEEDS', 'FEDSSD', 'ONE_UPDATE_METRICS', 'class_credibility', 'sample_credibility', 'ssd_mask',
+           'ssd_loss', 'kl_distillation', 'FedSSD', 'paper_methods', 'fedssd_cells', 'gated', 'early_acc', 'mask_cells',
+           'local_cells', 'majority_classes', 'class_gap_cells', 'confusion', 'one_update', 'one_update_cells',
+           'figure4_client', 'apply_mechanism']
 
 # %% ../nbs/14_fedssd.ipynb #b91777b6
 def class_credibility(A: torch.Tensor) -> torch.Tensor:
@@ -223,6 +224,9 @@ MINI_DATA_100 = {  # Figure 8's 100 clients: the digits are too few
 # Figure 8 on the 40-class stand-in: a fixed 1,000 of its 3,359 test images (eval_local's cost)
 MINI_TEST_SIZE_100 = {'CIFAR-100': 1000}
 MINI_ROUNDS, MINI_LOCAL_STEPS = 15, 5  # at the paper's 100 rounds; TinyImageNet's 30 in proportion, rounded up: 5
+# where more rounds engage the mask (fedssd_engagement_pilot.csv, seeds 10-12): on the CIFAR-10 stand-in SSD / CE's
+# median passes 1e-3 on every seed by round 30 and FedAvg plateaus by 45; the forty-class one's is near 1e-5 at 60
+ENGAGED_ROUNDS = {'CIFAR-10': 45}
 SWEEP_LRS = (0.01, 0.03, 0.1)  # mini's lr sweep: the paper's rate and two half-decades above
 MINI_LR = 0.1  # `mini_lr` of that sweep on `SWEEP_SEEDS`, for every method (CIFAR-10's stand-in)
 # per paper dataset: `mini_lr` of each one's sweep on `SWEEP_SEEDS`
@@ -230,6 +234,9 @@ MINI_LRS = {'CIFAR-10': MINI_LR, 'CIFAR-100': 0.1, 'TinyImageNet': 0.1}
 MOON_MUS = (5.0, 1.0, 0.1)  # MOON's own μ grid (its paper: 0.1, 1, 5, 10) at and below FedSSD's 5 for CIFAR-10
 # `moon_mu` of that grid on `SWEEP_SEEDS` at mini's rate: at μ = 5 MOON did not learn on one
 MINI_MOON_MU = {'CIFAR-10': 1.0}
+FEDCAD_BETAS = (1.0, 0.5, 0.1)  # the reconstruction's grid for FedCAD's β, its default first
+# `tuned_params` of that grid on `SWEEP_SEEDS` at 45 rounds (fedssd_fedcad_sweep.csv): every run learned, 0.1 best
+MINI_FEDCAD_BETA = {'CIFAR-10': 0.1}
 
 
 def paper_methods(data: str) -> dict:
@@ -255,7 +262,7 @@ def _mini(data: str, local_epochs: int = 10, num_clients: int = 10) -> tuple:
     small, stand_in = stand_ins[data]
     steps = max(1, round(MINI_LOCAL_STEPS * local_epochs / 10))
     paper_rounds = PAPER_DATA[data][2]
-    rounds = math.ceil(MINI_ROUNDS * paper_rounds / 100)
+    rounds = math.ceil(ENGAGED_ROUNDS.get(data, MINI_ROUNDS) * paper_rounds / 100)
     lr = MINI_LRS[data]
     mini = dict(dataset=small, model='lenet', model_params={}, rounds=rounds, local_steps=steps, lr=lr)
     if num_clients == 100:
@@ -268,11 +275,23 @@ def _mini(data: str, local_epochs: int = 10, num_clients: int = 10) -> tuple:
         rate = f"the rate at which the most runs learned without diverging on seeds {seeds} (`mini_lr`)"
     why = (
         f'{rounds} rounds of {steps} local steps of 64 '
-        f'(the paper: {paper_rounds} rounds of {local_epochs} epochs, hundreds of steps a round), '
-        f'so that the FedSSD set fits minutes on two cores; lr {lr:g} for every method (the paper: 0.01), {rate}'
+        f'(the paper: {paper_rounds} rounds of {local_epochs} epochs, hundreds of steps a round)'
+        + (
+            ", three times the forty-class stand-in's, so that the mask engages (on Table I's stand-in SSD / CE was "
+            'under 1e-3 in the median round of 15 on every sweep seed, over it by 45)'
+            if data in ENGAGED_ROUNDS
+            else ', the mask staying off at any length tried (SSD / CE near 1e-5 after 60 rounds on the sweep seeds)'
+        )
+        + f'; lr {lr:g} for every method (the paper: 0.01), {rate}'
     )
+    if data in MINI_FEDCAD_BETA:
+        mini['methods'] = {'FedCAD': {'params': {'beta': MINI_FEDCAD_BETA[data]}}}
+        why += (
+            f'; FedCAD (a reconstruction) at β = {MINI_FEDCAD_BETA[data]:g}, the best of its grid on the sweep seeds '
+            '(`tuned_params`)'
+        )
     if data in MINI_MOON_MU:
-        mini['methods'] = {'MOON': {'params': {'mu': MINI_MOON_MU[data]}}}
+        mini['methods'] = {**mini.get('methods', {}), 'MOON': {'params': {'mu': MINI_MOON_MU[data]}}}
         why += (
             f'; MOON at μ = {MINI_MOON_MU[data]:g} (the paper: {STRENGTHS[data]["moon"]:g}), '
             'the largest of MOON\'s own grid at which it learned on every sweep seed on Table I\'s stand-in '
