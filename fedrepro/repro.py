@@ -27,13 +27,13 @@ __all__ = ['FAILURES', 'OK', 'BEST_ACC', 'FINAL_ACC', 'ROUNDS', 'SHOWN_FIELDS', 
            'Metric', 'Mechanism', 'Setting', 'Paper', 'paper_numbers', 'learned_level', 'run_health', 'rise', 'plateau',
            'loss_health', 'reference_health', 'target_health', 'margin_cell', 'mechanism_health', 'run_table',
            'lr_sweep', 'mini_lr', 'sweep_rows', 'sweep_view', 'seed_cells', 'split_health', 'write_seed_csv',
-           'read_seed_csv', 'read_seed_csvs', 'param_sweep', 'tuned_params', 'seed_flags', 'table_rows', 'unrun_rows',
-           'paper_view', 'plot_curves', 'Judged', 'Untestable', 'sign_flip', 'effect', 'Compare', 'Band', 'Never',
-           'NotAbove', 'Same', 'Interior', 'Fails', 'Stable', 'Elsewhere', 'OtherQuantity', 'OnDevice', 'Exact',
-           'Derived', 'Inert', 'Untuned', 'Engaged', 'Plateaued', 'Claim', 'holm', 'combine', 'counts', 'basis',
-           'judge', 'paper_artefacts', 'reader_coverage', 'report_papers', 'default_jobs', 'committed_results',
-           'artefact_tables', 'DamagedCSV', 'read_text_csv', 'check_table_csv', 'check_seed_csv', 'check_artefact',
-           'artefact_sources', 'paper_cells', 'report_verdicts', 'verdict_summary', 'SCALES']
+           'read_seed_csv', 'from_one_source', 'read_seed_csvs', 'param_sweep', 'tuned_params', 'seed_flags',
+           'table_rows', 'unrun_rows', 'paper_view', 'plot_curves', 'Judged', 'Untestable', 'sign_flip', 'effect',
+           'Compare', 'Band', 'Never', 'NotAbove', 'Same', 'Interior', 'Fails', 'Stable', 'Elsewhere', 'OtherQuantity',
+           'OnDevice', 'Exact', 'Derived', 'Inert', 'Untuned', 'Engaged', 'Plateaued', 'Claim', 'holm', 'combine',
+           'counts', 'basis', 'judge', 'paper_artefacts', 'reader_coverage', 'report_papers', 'default_jobs',
+           'committed_results', 'artefact_tables', 'DamagedCSV', 'read_text_csv', 'check_table_csv', 'check_seed_csv',
+           'check_artefact', 'artefact_sources', 'paper_cells', 'report_verdicts', 'verdict_summary', 'SCALES']
 
 # %% ../nbs/09a_repro.ipynb #200c5cdc
 class Word(str, Enum):
@@ -751,16 +751,27 @@ def read_seed_csv(path) -> pd.DataFrame:
     return cells.assign(detail=cells['detail'].fillna(''))
 
 
+def from_one_source(cells: pd.DataFrame, source: str, prefer=()) -> pd.DataFrame:
+    """`cells` with each (setting, method, metric) that several sources share (one config, two tables) read from one
+    `source` (a file, an artefact), all seeds from it: the first by the `prefer` columns (True first), then the one
+    with the most seeds, then the first. So one artefact's seeds never sit beside another's, and a table re-run at more
+    seeds is not shadowed by one that has not been yet."""
+    key = ['setting', 'method', 'metric']
+    ranked = cells.assign(_seeds=cells.groupby([*key, source], sort=False)['seed'].transform('nunique'))
+    ranked = ranked.sort_values([*prefer, '_seeds'], ascending=False, kind='stable')
+    pick = ranked.groupby(key, sort=False)[source].first().rename('_pick')
+    return cells[cells.join(pick, on=key)['_pick'].eq(cells[source])]
+
+
 def read_seed_csvs(folder, prefix: str) -> pd.DataFrame:
-    """Every `<prefix>*_seeds.csv` of `folder` as one table (empty, with the columns, when there is none). Cells that
-    two artefacts share (one config, two tables) are read from the first file that has them, all seeds from it, as
-    the report reads them: never one artefact's seeds beside another's."""
+    """Every `<prefix>*_seeds.csv` of `folder` as one table (empty, with the columns, when there is none), cells that
+    two artefacts share read from one (`from_one_source`), as the report reads them."""
     files = sorted(Path(folder).glob(f'{prefix}*_seeds.csv'))
     if not files:
         return pd.DataFrame(columns=SEED_COLUMNS)
     cells = pd.concat([read_seed_csv(f).assign(file=f.name) for f in files], ignore_index=True)
-    first = cells.groupby(['setting', 'method', 'metric'], sort=False)['file'].transform('first')
-    return cells[cells['file'] == first].drop(columns='file').drop_duplicates(SEED_COLUMNS[:4], ignore_index=True)
+    one = from_one_source(cells, 'file').drop(columns='file')
+    return one.drop_duplicates(SEED_COLUMNS[:4], ignore_index=True)
 
 # %% ../nbs/09a_repro.ipynb #06e37f13
 def param_sweep(
@@ -1764,10 +1775,13 @@ def paper_cells(paper: str, sources: pd.DataFrame) -> pd.DataFrame:
     ):
         for t in artefact_tables(r.folder, r.artefact):
             if (seeds := t.with_name(f'{t.stem}_seeds.csv')).is_file():
-                parts.append(read_seed_csv(seeds).assign(artefact=r.artefact, scale=r.scale))
-    cells = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SEED_COLUMNS + ['artefact', 'scale'])
-    first = cells.groupby(['setting', 'method', 'metric'], sort=False)['artefact'].transform('first')
-    return cells[cells['artefact'] == first].drop_duplicates(['setting', 'method', 'seed', 'metric'], ignore_index=True)
+                this = r.source == 'this run'
+                parts.append(read_seed_csv(seeds).assign(artefact=r.artefact, scale=r.scale, this_run=this))
+    if not parts:
+        return pd.DataFrame(columns=SEED_COLUMNS + ['artefact', 'scale'])
+    # this run's cells first, so a one-seed smoke run never mixes with committed seeds
+    cells = from_one_source(pd.concat(parts, ignore_index=True), 'artefact', prefer=['this_run'])
+    return cells.drop(columns='this_run').drop_duplicates(['setting', 'method', 'seed', 'metric'], ignore_index=True)
 
 
 def _claim_scale(claim: Claim, cells: pd.DataFrame) -> str:
