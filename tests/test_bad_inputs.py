@@ -845,7 +845,7 @@ def _replace(old, new):
 
 
 EVIDENCE = {  # case: (artefact, file, damage, words of the refusal)
-    'per-seed file cut by a row': ('fedssd_table2', '_seeds', _cut(1), ['row 478 (line 479)', 'ends before']),
+    'per-seed file cut by a row': ('fedssd_table2', '_seeds', _cut(1), ['row 999 (line 1000)', 'ends before']),
     'per-seed file cut by ten rows': ('fedreg_table1', '_seeds', _cut(10), ['row 380', "lacks ['FedCurv', 'FedReg']"]),
     'per-seed file cut by thirty rows': ('fedgc_table1', '_seeds', _cut(30), ['row 1790', 'HWDigits-40 seed 4 lacks']),
     'per-seed file cut inside a row': (
