@@ -284,19 +284,22 @@ def _mini(data: str, local_epochs: int = 10, num_clients: int = 10) -> tuple:
         )
         + f'; lr {lr:g} for every method (the paper: 0.01), {rate}'
     )
+    methods = {}  # the methods' own values tuned at mini on the sweep seeds
     if data in MINI_FEDCAD_BETA:
-        mini['methods'] = {'FedCAD': {'params': {'beta': MINI_FEDCAD_BETA[data]}}}
+        methods['FedCAD'] = {'params': {'beta': MINI_FEDCAD_BETA[data]}}
         why += (
             f'; FedCAD (a reconstruction) at β = {MINI_FEDCAD_BETA[data]:g}, the best of its grid on the sweep seeds '
             '(`tuned_params`)'
         )
     if data in MINI_MOON_MU:
-        mini['methods'] = {**mini.get('methods', {}), 'MOON': {'params': {'mu': MINI_MOON_MU[data]}}}
+        methods['MOON'] = {'params': {'mu': MINI_MOON_MU[data]}}
         why += (
             f'; MOON at μ = {MINI_MOON_MU[data]:g} (the paper: {STRENGTHS[data]["moon"]:g}), '
             'the largest of MOON\'s own grid at which it learned on every sweep seed on Table I\'s stand-in '
             '(`moon_mu`): at the paper\'s μ its contrastive term kept it at chance'
         )
+    if methods:
+        mini['methods'] = methods
     if small == 'digits-domains-40':
         why += "; the LeNet for ResNet-50, as FedGG's CIFAR-100 stand-in has it"
     if num_clients == 100 and data == 'CIFAR-10':

@@ -469,20 +469,27 @@ def run_health(curve: pd.DataFrame, chance: float) -> Health:
 RISE = 'rise over the last fifth'  # a run's cell where a paper's claims wrap comparisons in `Plateaued`
 
 
+def _fifths(acc: np.ndarray) -> tuple:
+    "The best accuracy of a run's last fifth of evaluated rounds, of the fifth before, and overall."
+    n = len(acc) // 5
+    return acc[-n:].max(), acc[-2 * n : -n].max(), acc.max()
+
+
 def rise(curve: pd.DataFrame) -> float:
     "How much a run still rose at its end: the best accuracy of its last fifth less the fifth before's."
     acc = _evaluated(curve)['test_acc'].to_numpy(float)
-    n = len(acc) // 5
-    return float(acc[-n:].max() - acc[-2 * n : -n].max()) if n else math.nan
+    if len(acc) < 5:
+        return math.nan
+    last, before, _ = _fifths(acc)
+    return float(last - before)
 
 
 def plateau(curve: pd.DataFrame) -> Health:
     "`OK` when the run has plateaued; else `UNCONVERGED`, with the numbers."
     acc = _evaluated(curve)['test_acc'].to_numpy(float)
-    n = len(acc) // 5
-    if n == 0:
+    if len(acc) < 5:
         return Health(Kind.UNCONVERGED, f'{len(acc)} evaluated rounds, too few to see a plateau')
-    last, before, best = acc[-n:].max(), acc[-2 * n : -n].max(), acc.max()
+    last, before, best = _fifths(acc)
     if last < best - PLATEAU_POINTS:
         return Health(
             Kind.UNCONVERGED,
