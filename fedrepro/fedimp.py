@@ -428,7 +428,7 @@ RWALK_LAMBDA = 1.0  # λ_R: the paper gives none; the grid's middle at paper sca
 # λ_R at mini: `best_lambda` of the sweeps on seeds 10-12
 MINI_RWALK_LAMBDA = {'MNIST MLP': 0.1, 'MNIST CNN': 10.0, 'MNIST MLP (P)': 1.0, 'MNIST CNN (P)': 1.0}
 
-# every mini setting: 30 rounds of E = 5, so that the whole set fits 15 minutes on two cores
+# every mini setting: 30 rounds of E = 5, so that the whole set takes about half an hour on two cores
 MINI_ROUNDS, MINI_EPOCHS_DIVISOR = 30, 2
 # but Table 2 at mini runs the paper's 100: its target, FedAvg's final accuracy, still rises at round 30
 TABLE2_MINI_ROUNDS = 100
@@ -488,7 +488,7 @@ def _fedimp_setting(
     epochs = common['local_epochs']
     why = [
         f'{MINI_ROUNDS} rounds (the paper: {rounds}) of E = {epochs // MINI_EPOCHS_DIVISOR} (the paper: {epochs}), '
-        'so that the whole set fits 15 minutes on two cores'
+        'so that the whole set takes about half an hour on two cores'
     ]
     if model == 'fedavg_cnn':
         mini['model_params'] = {'channels': [8, 16], 'hidden': [128]}
