@@ -29,6 +29,16 @@ __all__ = ['DETERMINISTIC_ENV', 'CUBLAS_DETERMINISTIC', 'ALLOW_ENV_CHANGE_ENV', 
            'code_version', 'local_means', 'run']
 
 # %% ../nbs/06_runner.ipynb #851b329f
+def _cpu_model() -> str:
+    "The CPU's model name where the system says it (Linux's `/proc/cpuinfo`), else what `platform` knows."
+    try:
+        lines = Path('/proc/cpuinfo').read_text().splitlines()
+    except OSError:
+        lines = []
+    names = [line.split(':', 1)[1].strip() for line in lines if line.startswith('model name')]
+    return names[0] if names else platform.processor() or platform.machine()
+
+
 def environment(device) -> dict:
     "Versions and hardware, for `env.json`."
     import fedrepro
@@ -44,6 +54,8 @@ def environment(device) -> dict:
         'device_name': torch.cuda.get_device_name(dev)
         if dev.type == 'cuda'
         else platform.processor() or platform.machine(),
+        'cpu': _cpu_model(),
+        'cpu_capability': torch.backends.cpu.get_cpu_capability(),
         'torch_threads': torch.get_num_threads(),
         'deterministic': torch.are_deterministic_algorithms_enabled(),
     }
