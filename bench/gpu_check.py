@@ -56,7 +56,6 @@ import argparse
 import copy
 import csv
 import datetime
-import platform
 import time
 import traceback
 from contextlib import contextmanager
@@ -68,6 +67,7 @@ from torch import nn
 from fedrepro.core import PAPERS, DATASETS, load_modules, get_device
 from fedrepro.data import FedData
 from fedrepro.engine import Algorithm, ClientStore, Federation, sample_clients
+from fedrepro.runner import cpu_model
 
 # the real datasets' train and test sizes (their `DatasetSpec.source` states them); nothing is read from disk
 SIZES = {
@@ -511,7 +511,7 @@ def one_line(e: BaseException) -> str:
 
 
 def environment(device) -> dict:
-    gpu = torch.cuda.get_device_name(device) if device.type == 'cuda' else platform.processor() or platform.machine()
+    gpu = torch.cuda.get_device_name(device) if device.type == 'cuda' else cpu_model()
     return dict(device=str(device), gpu=gpu, torch=torch.__version__, date=datetime.date.today().isoformat())
 
 

@@ -34,7 +34,6 @@ module is used). It imports fedrepro from this working tree.
 
 import argparse
 import os
-import platform
 import sys
 import tempfile
 import threading
@@ -47,6 +46,7 @@ import pandas as pd
 import torch
 from fedrepro.fedreg import FEDREG
 from fedrepro.results import run_many
+from fedrepro.runner import cpu_model
 
 SETTING = 'MNIST (two classes)'
 STAND_IN = dict(
@@ -68,7 +68,7 @@ def configs(n: int, method: str, rounds: int, local_epochs: int | None, device: 
 def gpu_name(device: str) -> str:
     if device.startswith('cuda') or device == 'auto' and torch.cuda.is_available():
         return ', '.join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
-    return f'cpu: {platform.processor() or platform.machine()}'
+    return f'cpu: {cpu_model()}'
 
 
 def values(metrics: pd.DataFrame) -> pd.DataFrame:

@@ -14,7 +14,6 @@ model sizes, up and down, beside what the papers claim.
 
 import argparse
 import datetime
-import platform
 import statistics
 import time
 import warnings
@@ -24,6 +23,7 @@ import torch
 from fedrepro.config import ExperimentConfig
 from fedrepro.core import ALGORITHMS, load_modules
 from fedrepro.engine import Federation, synchronize
+from fedrepro.runner import cpu_model
 
 WORKLOAD = dict(
     dataset='mnist5k',
@@ -79,6 +79,10 @@ def main():
     ap.add_argument('--device', default='auto')
     ap.add_argument('--out', default=str(Path(__file__).parent / 'results' / 'method_cost.csv'))
     args = ap.parse_args()
+    if args.rounds < 2:
+        ap.error(f'--rounds {args.rounds} is not allowed: an integer >= 2 (round 1 is not timed)')
+    if args.repeats < 1:
+        ap.error(f'--repeats {args.repeats} is not allowed: an integer >= 1')
     warnings.simplefilter('ignore')
     load_modules()
     names = ['fedavg'] + sorted(n for n in ALGORITHMS if n != 'fedavg')
@@ -103,7 +107,7 @@ def main():
     table = pd.DataFrame(rows)
     print(
         f"FedAvg: {base_train:.3f} s of local training a round, {base_whole:.3f} s a round; "
-        f"{platform.processor() or platform.machine()}, "
+        f"{cpu_model()}, "
         f"{torch.get_num_threads()} threads, torch {torch.__version__}, {datetime.date.today()}"
     )
     print(table.drop(columns='paper').to_string(index=False))

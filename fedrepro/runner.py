@@ -24,12 +24,12 @@ from .config import ExperimentConfig, NOT_HASHED
 from .engine import Federation, ClientStore
 
 # %% auto #0
-__all__ = ['DETERMINISTIC_ENV', 'CUBLAS_DETERMINISTIC', 'ALLOW_ENV_CHANGE_ENV', 'UNVERIFIED', 'environment', 'RunResult',
-           'divergence', 'accuracy_summary', 'summarize_run', 'deterministic_requested', 'deterministic_algorithms',
-           'code_version', 'local_means', 'run']
+__all__ = ['DETERMINISTIC_ENV', 'CUBLAS_DETERMINISTIC', 'ALLOW_ENV_CHANGE_ENV', 'UNVERIFIED', 'cpu_model', 'environment',
+           'RunResult', 'divergence', 'accuracy_summary', 'summarize_run', 'deterministic_requested',
+           'deterministic_algorithms', 'code_version', 'local_means', 'run']
 
 # %% ../nbs/06_runner.ipynb #851b329f
-def _cpu_model() -> str:
+def cpu_model() -> str:
     "The CPU's model name where the system says it (Linux's `/proc/cpuinfo`), else what `platform` knows."
     try:
         lines = Path('/proc/cpuinfo').read_text().splitlines()
@@ -54,7 +54,7 @@ def environment(device) -> dict:
         'device_name': torch.cuda.get_device_name(dev)
         if dev.type == 'cuda'
         else platform.processor() or platform.machine(),
-        'cpu': _cpu_model(),
+        'cpu': cpu_model(),
         'cpu_capability': torch.backends.cpu.get_cpu_capability(),
         'torch_threads': torch.get_num_threads(),
         'deterministic': torch.are_deterministic_algorithms_enabled(),
