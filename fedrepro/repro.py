@@ -6,6 +6,8 @@
 from __future__ import annotations
 import json
 import math
+import warnings
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import lru_cache
@@ -21,19 +23,21 @@ from .metrics import best_accuracy
 from .jobs import SCALES  # the scales a job runs at, defined once in fedrepro.jobs
 
 # %% auto #0
-__all__ = ['FAILURES', 'OK', 'BEST_ACC', 'FINAL_ACC', 'ROUNDS', 'SHOWN_FIELDS', 'MIN_SEEDS', 'SEEDS', 'SWEEP_SEEDS', 'DATA_DIR',
-           'PRINTED_COLUMNS', 'LEARNED_FACTOR', 'LOSS_EXPLOSION', 'PLATEAU_POINTS', 'RISE', 'SEED_COLUMNS', 'ALPHA',
-           'OUTCOMES', 'VERDICT_COLUMNS', 'TABLE_COLUMNS', 'Word', 'Outcome', 'Basis', 'Kind', 'Health', 'MetricKind',
-           'Metric', 'Mechanism', 'Setting', 'Paper', 'paper_numbers', 'learned_level', 'run_health', 'rise', 'plateau',
-           'loss_health', 'reference_health', 'target_health', 'margin_cell', 'mechanism_health', 'run_table',
-           'lr_sweep', 'mini_lr', 'sweep_rows', 'sweep_view', 'seed_cells', 'split_health', 'write_seed_csv',
-           'read_seed_csv', 'from_one_source', 'read_seed_csvs', 'param_sweep', 'tuned_params', 'seed_flags',
-           'table_rows', 'unrun_rows', 'paper_view', 'plot_curves', 'Judged', 'Untestable', 'sign_flip', 'effect',
-           'Compare', 'Band', 'Never', 'NotAbove', 'Same', 'Interior', 'Fails', 'Stable', 'Elsewhere', 'OtherQuantity',
-           'OnDevice', 'Exact', 'Derived', 'Inert', 'Untuned', 'Engaged', 'Plateaued', 'Claim', 'holm', 'combine',
-           'counts', 'basis', 'judge', 'paper_artefacts', 'reader_coverage', 'report_papers', 'default_jobs',
-           'committed_results', 'artefact_tables', 'DamagedCSV', 'read_text_csv', 'check_table_csv', 'check_seed_csv',
-           'check_artefact', 'artefact_sources', 'paper_cells', 'report_verdicts', 'verdict_summary', 'SCALES']
+__all__ = ['FAILURES', 'OK', 'LOG_KINDS', 'BEST_ACC', 'FINAL_ACC', 'ROUNDS', 'SHOWN_FIELDS', 'MIN_SEEDS', 'SEEDS', 'SWEEP_SEEDS',
+           'DATA_DIR', 'PRINTED_COLUMNS', 'LEARNED_FACTOR', 'LOSS_EXPLOSION', 'PLATEAU_POINTS', 'RISE', 'SEED_COLUMNS',
+           'ALPHA', 'AGREE', 'POWER', 'OUTCOMES', 'LEAD', 'DECIDED', 'VERDICT_COLUMNS', 'TABLE_COLUMNS', 'Word',
+           'Outcome', 'Basis', 'Kind', 'Health', 'MetricKind', 'Metric', 'Mechanism', 'Setting', 'Paper',
+           'paper_numbers', 'learned_level', 'run_health', 'rise', 'plateau', 'loss_health', 'reference_health',
+           'target_health', 'margin_cell', 'mechanism_health', 'run_table', 'lr_sweep', 'mini_lr', 'sweep_rows',
+           'sweep_view', 'seed_cells', 'split_health', 'write_seed_csv', 'read_seed_csv', 'from_one_source',
+           'read_seed_csvs', 'param_sweep', 'tuned_params', 'seed_flags', 'table_rows', 'unrun_rows', 'paper_view',
+           'plot_curves', 'Why', 'Judged', 'Untestable', 'sign_flip', 't_test', 'welch', 'detectable', 'effect',
+           'decide', 'Compare', 'Band', 'Never', 'NotAbove', 'Same', 'Interior', 'Fails', 'Stable', 'Elsewhere',
+           'OtherQuantity', 'OnDevice', 'Exact', 'Derived', 'Inert', 'Untuned', 'Engaged', 'Plateaued', 'lead', 'Claim',
+           'holm', 'combine', 'counts', 'basis', 'robustness', 'judge', 'paper_artefacts', 'reader_coverage',
+           'report_papers', 'default_jobs', 'committed_results', 'artefact_tables', 'DamagedCSV', 'read_text_csv',
+           'check_table_csv', 'check_seed_csv', 'check_artefact', 'artefact_sources', 'paper_cells', 'report_verdicts',
+           'verdict_summary', 'SCALES']
 
 # %% ../nbs/09a_repro.ipynb #200c5cdc
 class Word(str, Enum):
@@ -45,6 +49,7 @@ class Word(str, Enum):
 
 class Outcome(Word):
     REPRODUCED = 'reproduced'
+    PARTLY = 'partly reproduced'  # some comparisons reproduced, some not reproduced
     NOT_REPRODUCED = 'not reproduced'
     INCONCLUSIVE = 'inconclusive'
     UNTESTABLE = 'not testable here'
@@ -111,6 +116,9 @@ class MetricKind(Word):
     SCORE = 'score'  # an image score, a correlation, a share
 
 
+LOG_KINDS = frozenset({MetricKind.RATIO, MetricKind.SECONDS, MetricKind.ROUNDS})  # compared on the log scale
+
+
 @dataclass(frozen=True)
 class Metric:
     """A paper's metric, declared once: its kind, which way is better (None: no direction), and for an accuracy which
@@ -163,7 +171,7 @@ SHOWN_FIELDS = (
     'augment',
     'normalize',
 )
-MIN_SEEDS = 5  # the fewest seeds a verdict rests on: the sign-flip test's smallest p at n = 5 is 1/32
+MIN_SEEDS = 5  # the fewest seeds a verdict rests on
 SEEDS = {'paper': list(range(MIN_SEEDS)), 'mini': list(range(MIN_SEEDS)), 'smoke': [0]}
 SWEEP_SEEDS = (10, 11, 12)  # the seeds a sweep of lr or λ decides on: no verdict uses them
 
@@ -212,6 +220,23 @@ class Paper:
 
     def __post_init__(self):
         self.validate()
+        self.claims = [replace(c, checks=tuple(self._scaled(k) for k in c.checks)) for c in self.claims]
+
+    def _scaled(self, k):
+        """Comparison `k` as this paper's metrics read it: on the log scale where its metric is a ratio, a time or a
+        round count (`LOG_KINDS`), and with the paper's own difference (`paper_effect`) where the paper prints both."""
+        fields = getattr(k, '__dataclass_fields__', {})
+        if 'comparison' in fields and k.comparison is not None:
+            return replace(k, comparison=self._scaled(k.comparison))
+        metric = self.metrics.get(getattr(k, 'metric', None)) if 'log' in fields else None
+        if metric is None:
+            return k
+        k = replace(k, log=metric.kind in LOG_KINDS)
+        if 'paper_effect' in fields:
+            a, b = (self.paper_value(st, m, k.metric) for st, m in ((k.setting, k.a), (k.setting_b or k.setting, k.b)))
+            if all(isinstance(v, (int, float)) for v in (a, b)):
+                k = replace(k, paper_effect=math.log(a / b) if k.log and a > 0 and b > 0 else a - b)
+        return k
 
     def validate(self):
         """Refuse, naming it, any setting, method, metric, artefact or claim that a claim, an artefact's feeds, a
@@ -711,13 +736,13 @@ def seed_cells(paper: Paper, curves: pd.DataFrame, scale: str) -> pd.DataFrame:
 
 
 def _cell_health(own: Health, run: Health, curve, method: str, mechanism) -> Health:
-    "A comparison's precondition on the cell first, then the run's failure (evidence), then its term's size."
+    """A comparison's precondition on the cell first, then its term's size, then the run's failure (evidence): a run
+    whose term was inert failed as its base method, not as itself."""
     check(isinstance(own, Health), 'cell health', own, 'a Health (fedrepro.repro.Health), not text')
     if not own.ok:
         return own
-    if not run.ok:
-        return run
-    return mechanism_health(curve, method, mechanism) if mechanism and curve is not None else OK
+    term = mechanism_health(curve, method, mechanism) if mechanism and curve is not None else OK
+    return term if term.kind is Kind.INERT or run.ok else run
 
 
 def split_health(cells: pd.DataFrame) -> pd.DataFrame:
@@ -949,7 +974,18 @@ def plot_curves(paper: Paper, curves: pd.DataFrame, scale: str, authors: pd.Data
 
 # %% ../nbs/09a_repro.ipynb #cf402a49
 ALPHA = 0.05
+AGREE = 4 / 5  # a decision either way also needs this share of the seeds (of the pairs, unpaired) on its side
+POWER = 0.8  # the power at which `underpowered` states the effect the design can detect
 OUTCOMES = tuple(Outcome)
+_MIN_SEEDS = ContextVar('min_seeds', default=MIN_SEEDS)  # lowered by one while `robustness` leaves a seed out
+
+
+class Why(Word):
+    "Why a comparison or a claim is inconclusive."
+
+    MIXED = 'mixed'  # the seeds disagree: neither side has four fifths of them
+    UNDERPOWERED = 'underpowered'  # the seeds agree, the test cannot separate the effect from their spread
+    PRECONDITION = 'precondition'  # some comparisons decided, others not testable here
 
 
 @dataclass
@@ -961,6 +997,7 @@ class Judged:
     excluded: str = ''
     p_for: float = 1.0
     p_against: float = 1.0
+    why: str = ''  # when inconclusive: a `Why` and its numbers
 
 
 class Untestable(Exception):
@@ -975,27 +1012,144 @@ def _fmt(v: float) -> str:
     return f'{v:.3f}' if abs(v) < 1 else f'{v:.0f}' if v == int(v) else f'{v:.3g}'
 
 
-def sign_flip(d, alternative: str) -> float:
-    "The exact one-sided p of the paired sign-flip (permutation) test of `d`'s mean against 0."
-    d = np.asarray(d, float)
-    n = len(d)
-    bits = (
-        np.random.default_rng(0).integers(0, 2, (2**16, n))
-        if n > 16
-        else (np.arange(2**n)[:, None] >> np.arange(n)) & 1
-    )
-    sums, observed, tol = (1 - 2 * bits) @ np.abs(d), d.sum(), 1e-9 * np.abs(d).sum()
-    return float(np.mean(sums >= observed - tol) if alternative == 'greater' else np.mean(sums <= observed + tol))
-
-
-def effect(d) -> str:
-    """The mean of `d` and its 95% $t$ interval, as text: the size of the effect beside the test's p (the interval
-    describes; the sign-flip test decides)."""
+def _stats():
     from scipy import stats  # here, not at import: scipy.stats takes a third of a second to load
 
+    return stats
+
+
+def sign_flip(d, alternative: str) -> float:
+    """The exact one-sided p of the paired sign-flip (permutation) test of `d`'s mean against 0
+    (`scipy.stats.permutation_test`; above 16 values, 2^16 seeded random sign patterns). Shown beside the t-test: its
+    floor is 2^-n."""
     d = np.asarray(d, float)
-    m, half = d.mean(), stats.t.ppf(0.975, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
-    return f'mean {m:+.3g} [95% CI {m - half:+.3g}, {m + half:+.3g}]'
+    if not d.any():
+        return 1.0
+    mean = lambda x, axis: x.mean(axis=axis)
+    r = _stats().permutation_test(
+        (d,), mean, permutation_type='samples', alternative=alternative, vectorized=True, n_resamples=2**16, rng=0
+    )
+    return float(r.pvalue)
+
+
+def _flat(x) -> bool:
+    "Whether values have no spread beyond float rounding (their t statistic is then ±inf or undefined)."
+    x = np.asarray(x, float)
+    return bool(np.ptp(x) <= 1e-12 * max(1.0, np.abs(x).max()))
+
+
+def _nonzero(m: float, x) -> float:
+    "Mean `m` of values `x`, 0 where it is float rounding."
+    return 0.0 if abs(m) <= 1e-12 * max(1.0, np.abs(np.asarray(x, float)).max()) else m
+
+
+def _sides(d0: float, test) -> tuple:
+    "The one-sided p-values ('greater', 'less') of a t `test`; None where the values have no spread: its limit at `d0`."
+    if test is None:
+        return float(not d0 > 0), float(not d0 < 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', RuntimeWarning)  # nearly equal values: scipy's precision note
+        p = float(test().pvalue)
+    return p, 1 - p  # a t distribution has no atom: the two sides add up to 1
+
+
+def t_test(d) -> tuple:
+    """The one-sample (paired) t-test of `d`'s mean against 0 (`scipy.stats.ttest_1samp`): its one-sided p-values for
+    'greater' and 'less'; where the values have no spread, the limit (0 on the side they all lie on, 1 on the other)."""
+    d = np.asarray(d, float)
+    return _sides(
+        _nonzero(d.mean(), d), None if _flat(d) else lambda: _stats().ttest_1samp(d, 0.0, alternative='greater')
+    )
+
+
+def welch(a, b) -> tuple:
+    """Welch's t-test of mean(a) − mean(b) against 0 for unrelated runs (`scipy.stats.ttest_ind`, unequal variances):
+    its one-sided p-values for 'greater' and 'less', the limit where neither sample spreads."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    test = lambda: _stats().ttest_ind(a, b, equal_var=False, alternative='greater')
+    return _sides(_nonzero(a.mean() - b.mean(), [*a, *b]), None if _flat(a) and _flat(b) else test)
+
+
+def _interval(a, b=None) -> tuple:
+    "The mean of `a` (of `a` − `b`, Welch's, when `b` is given) and its 95% t interval."
+    m = float(np.mean(a) - (0 if b is None else np.mean(b)))
+    if _flat(a) and (b is None or _flat(b)):
+        return m, m, m
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', RuntimeWarning)  # nearly equal values: scipy's precision note
+        r = _stats().ttest_1samp(a, 0.0) if b is None else _stats().ttest_ind(a, b, equal_var=False)
+        lo, hi = r.confidence_interval(0.95)
+    return m, float(lo), float(hi)
+
+
+def detectable(spread: float, n: int, m: int | None = None) -> float:
+    """The smallest mean difference a one-sided t-test at `ALPHA` detects with `POWER` over `n` seeds (paired, `spread`
+    the differences' sd) or `n` against `m` unrelated runs (Welch's, `spread` the pooled sd): `statsmodels`' power."""
+    return _standard_detectable(n, m) * spread
+
+
+@lru_cache(None)
+def _standard_detectable(n: int, m: int | None) -> float:
+    "`detectable` in units of the spread: it depends on the design alone (a root search, so solved once per design)."
+    from statsmodels.stats.power import TTestIndPower, TTestPower
+
+    kw = dict(alpha=ALPHA, power=POWER, alternative='larger')
+    size = (
+        TTestPower().solve_power(nobs=n, **kw) if m is None else TTestIndPower().solve_power(nobs1=n, ratio=m / n, **kw)
+    )
+    return float(size)
+
+
+def effect(d, log: bool = False, b=None) -> str:
+    """The mean difference and its 95% t interval as text (`log`: the values are logs, so the geometric mean ratio);
+    `b` given: `d` and `b` are two unrelated samples, the difference of their means (Welch's interval)."""
+    m, lo, hi = _interval(np.asarray(d, float), None if b is None else np.asarray(b, float))
+    if log:
+        return f'ratio ×{math.exp(m):.3g} [95% CI ×{math.exp(lo):.3g}, ×{math.exp(hi):.3g}]'
+    return f'mean {m:+.3g} [95% CI {lo:+.3g}, {hi:+.3g}]'
+
+
+def _shown(x: float, log: bool) -> str:
+    return f'×{math.exp(x):.3g}' if log else f'{x:.3g}'
+
+
+def decide(d, claim: str, log: bool = False, paper: float | None = None, b=None, test: str = 'paired t') -> Judged:
+    """The decision on differences `d` (paired; or sample `d` against sample `b`, unrelated runs) whose mean the claim
+    says is 'greater' or 'less' than 0: reproduced when the one-sided t-test gives p < `ALPHA` and at least `AGREE` of
+    the seeds (of the cross pairs, unpaired) lie on the claim's side; not reproduced in the mirror case; else
+    inconclusive, *mixed* where neither side has `AGREE` of them, else *underpowered*, with the effect the design
+    detects at `POWER` beside the one seen and the paper's (`paper`). The evidence here is the `test`'s part."""
+    d, sign = np.asarray(d, float), 1 if claim == 'greater' else -1
+    if b is None:
+        (p, q), side = t_test(d)[::sign], sign * np.sign(d)
+        spread, sizes = d.std(ddof=1), (len(d),)
+    else:
+        b = np.asarray(b, float)
+        (p, q), side = welch(d, b)[::sign], sign * np.sign(d[:, None] - b[None, :]).ravel()
+        spread = math.sqrt((d.var(ddof=1) + b.var(ddof=1)) / 2)
+        sizes, test = (len(d), len(b)), "Welch's t"
+    n_for, n_against, unit = int((side > 0).sum()), int((side < 0).sum()), 'seeds' if b is None else 'seed pairs'
+    agree = math.ceil(AGREE * len(side) - 1e-9)
+    text = f'{test} p {p:.3g}, {n_for} of {len(side)} {unit} for'
+    if p < ALPHA and n_for >= agree:
+        return Judged(Outcome.REPRODUCED, text, p_for=p, p_against=q)
+    if q < ALPHA and n_against >= agree:
+        return Judged(
+            Outcome.NOT_REPRODUCED,
+            f'{test} p against {q:.3g}, {n_against} of {len(side)} {unit} against',
+            p_for=p,
+            p_against=q,
+        )
+    if max(n_for, n_against) < agree:
+        why = f'{Why.MIXED}: {n_for} of {len(side)} {unit} for, {n_against} against (a decision needs {agree})'
+    else:
+        seen = _interval(d, b)[0]
+        why = (
+            f'{Why.UNDERPOWERED}: at {POWER:.0%} power {len(d)} seeds detect {_shown(detectable(spread, *sizes), log)}'
+            f'; seen {_shown(abs(seen), log)}'
+            + (f", the paper's {_shown(abs(paper), log)}" if paper is not None else '')
+        )
+    return Judged(Outcome.INCONCLUSIVE, text, p_for=p, p_against=q, why=why)
 
 
 def _series(cells: pd.DataFrame, setting: str, method: str, metric: str):
@@ -1021,7 +1175,8 @@ def _reasons(out: list) -> str:
     return '; '.join(f"{', '.join(dict.fromkeys(ms))} seed {s}: {why}" for (s, why), ms in by.items())
 
 
-def _need(n: int, out: list, what: str, need: int = MIN_SEEDS):
+def _need(n: int, out: list, what: str, need: int | None = None):
+    need = _MIN_SEEDS.get() if need is None else need
     if n < need:
         raise Untestable(
             f'{what}: {n} seed{"s" if n != 1 else ""} to compare, at least {need} needed'
@@ -1046,15 +1201,20 @@ def _paired(
     a: str,
     b: str,
     better: str,
-    need: int = MIN_SEEDS,
+    need: int | None = None,
     setting_b: str | None = None,
 ):
     """Methods `a` and `b` (`b` in `setting_b` if given) on the seeds both can be compared on (`_series`, `_floor`),
     those seeds, the reasons of the seeds left out, and the failures kept."""
     va, ra, out_a, fail_a = _series(cells, setting, a, metric)
     vb, rb, out_b, fail_b = _series(cells, setting_b or setting, b, metric)
-    seeds, out = va.index.intersection(vb.index), out_a + out_b
-    _need(len(seeds), out, f"{setting}, {a} vs {b}{f' in {setting_b}' if setting_b else ''}", need)
+    out, what = out_a + out_b, f"{setting}, {a} vs {b}{f' in {setting_b}' if setting_b else ''}"
+    if setting_b not in (None, setting):  # unrelated runs: each side's own seeds, no pairing
+        _need(min(len(va), len(vb)), out, what, need)
+        va, vb = _floor(va, vb, [*ra, *rb], better)
+        return va, vb, va.index.union(vb.index), _reasons(out), [f for _, f in fail_a + fail_b]
+    seeds = va.index.intersection(vb.index)
+    _need(len(seeds), out, what, need)
     va, vb = _floor(va[seeds], vb[seeds], [*ra[seeds], *rb[seeds]], better)
     return va, vb, seeds, _reasons(out), [f for s, f in fail_a + fail_b if s in seeds]
 
@@ -1071,10 +1231,19 @@ def _values(v) -> str:
     return '[' + ', '.join(_fmt(x) for x in v) + ']'
 
 
+def _log(v: pd.Series, log: bool) -> tuple:
+    "`v` on the scale it is compared on: its logs where `log` and every value is positive; and whether it was."
+    log = log and bool((v > 0).all())
+    return (np.log(v.to_numpy(float)) if log else v.to_numpy(float)), log
+
+
 @dataclass(frozen=True)
 class Compare:
-    """Method `a`'s `metric` is `better` ('lower' or 'higher') than method `b`'s in `setting` (`b`'s in `setting_b`, if
-    given): the exact one-sided paired sign-flip test over seeds."""
+    """Method `a`'s `metric` is `better` ('lower' or 'higher') than method `b`'s in `setting`: the one-sided paired
+    t-test of the per-seed differences (of their logs where `log`: ratios, times, round counts), the sign-flip p beside
+    it. With `setting_b`, `b`'s runs in that setting are unrelated to `a`'s: Welch's test, unpaired. `paper`: the
+    paper's own difference (log ratio where `log`), which the `Paper` fills in from its printed numbers
+    (`paper_effect`)."""
 
     setting: str
     metric: str
@@ -1082,38 +1251,47 @@ class Compare:
     b: str
     better: str = 'lower'
     setting_b: str | None = None
+    log: bool = False
+    paper_effect: float | None = None
     basis: ClassVar[Basis] = Basis.EMPIRICAL
 
     def judge(self, cells: pd.DataFrame) -> Judged:
         va, vb, seeds, out, kept = _paired(
             cells, self.setting, self.metric, self.a, self.b, self.better, setting_b=self.setting_b
         )
-        d = (va - vb).to_numpy()
-        claim, other = ('less', 'greater') if self.better == 'lower' else ('greater', 'less')
-        p, q = sign_flip(d, claim), sign_flip(d, other)
+        log = self.log and bool((va > 0).all() and (vb > 0).all())
+        (xa, _), (xb, _) = _log(va, log), _log(vb, log)
+        claim = 'less' if self.better == 'lower' else 'greater'
+        unpaired = self.setting_b not in (None, self.setting)
+        j = (
+            decide(xa, claim, log, self.paper_effect, b=xb)
+            if unpaired
+            else decide(xa - xb, claim, log, self.paper_effect)
+        )
+        other = 'greater' if claim == 'less' else 'less'
+        side = (other, ' against') if j.outcome is Outcome.NOT_REPRODUCED else (claim, '')
+        flip = 'unpaired' if unpaired else f'sign-flip p{side[1]} {sign_flip(xa - xb, side[0]):.3g}'
         b = self.b if self.setting_b is None else f'{self.b} in {self.setting_b}'
+        shown = effect(xa, log, xb) if unpaired else effect(xa - xb, log)
         ev = (
             f"{self.setting} {self.metric}: {self.a} {_values(va)} vs {b} {_values(vb)} "
-            f"({_seeds(seeds)}; {self.a} − {self.b} {effect(d)}; "
-            f"sign-flip p {p:.3g}{_failures(kept)})"
+            f"({_seeds(seeds)}; {self.a} {'/' if log else '−'} {self.b} {shown}; "
+            f'{j.evidence}; {flip}{_failures(kept)})'
         )
-        return Judged(_decide(p, q), ev, out, p, q)
-
-
-def _decide(p: float, q: float) -> Outcome:
-    return Outcome.REPRODUCED if p < ALPHA else Outcome.NOT_REPRODUCED if q < ALPHA else Outcome.INCONCLUSIVE
+        return replace(j, evidence=ev, excluded=out)
 
 
 @dataclass(frozen=True)
 class Band:
-    """`method`'s `metric` in `setting` lies in [lo, hi]: a sign-flip test of the seeds' values against each finite
-    bound; place it around the paper's claim, not at its single run's estimate."""
+    """`method`'s `metric` in `setting` lies in [lo, hi]: a one-sided t-test of the seeds' values against each finite
+    bound (`decide`; logs where `log`); place it around the paper's claim, not at its single run's estimate."""
 
     setting: str
     method: str
     metric: str
     lo: float = -math.inf
     hi: float = math.inf
+    log: bool = False
     basis: ClassVar[Basis] = Basis.EMPIRICAL
 
     def judge(self, cells: pd.DataFrame) -> Judged:
@@ -1122,14 +1300,22 @@ class Band:
         v, failed = v.dropna(), [f for s, f in failed if s in v.dropna().index]
         _need(len(v), out, f'{self.setting}, {self.method}')
         bounds = [(b, c) for b, c in ((self.lo, 'greater'), (self.hi, 'less')) if np.isfinite(b)]
-        ps = [(sign_flip(v - b, c), sign_flip(v - b, 'less' if c == 'greater' else 'greater')) for b, c in bounds]
-        parts = '; '.join(f"{'>' if c == 'greater' else '<'} {b:g}: p {p:.3g}" for (b, c), (p, _) in zip(bounds, ps))
-        p, q = (
-            max(p for p, _ in ps),
-            min(q for _, q in ps),
-        )  # every bound must hold; one crossed contradicts (both cannot be: no correction)
+        log = self.log and bool((v > 0).all()) and all(b > 0 for b, _ in bounds)
+        x = _log(v, log)[0]
+        js = [(b, c, decide(x - (math.log(b) if log else b), c, log, test='t')) for b, c in bounds]
+        parts = '; '.join(f"{'>' if c == 'greater' else '<'} {b:g}: {j.evidence}" for b, c, j in js)
+        outs = [j.outcome for *_, j in js]
+        outcome = (  # every bound must hold; one crossed contradicts (both cannot be: no correction)
+            Outcome.REPRODUCED
+            if all(o is Outcome.REPRODUCED for o in outs)
+            else Outcome.NOT_REPRODUCED
+            if Outcome.NOT_REPRODUCED in outs
+            else Outcome.INCONCLUSIVE
+        )
+        why = '; '.join(f"{'>' if c == 'greater' else '<'} {b:g}: {j.why}" for b, c, j in js if j.why)
         ev = f"{self.setting} {self.method} {self.metric} {_values(v)} ({_seeds(v.index)}; {parts}{_failures(failed)})"
-        return Judged(_decide(p, q), ev, _reasons(out), p, q)
+        p, q = max(j.p_for for *_, j in js), min(j.p_against for *_, j in js)
+        return Judged(outcome, ev, _reasons(out), p, q, why if outcome is Outcome.INCONCLUSIVE else '')
 
 
 @dataclass(frozen=True)
@@ -1155,12 +1341,14 @@ class Never:
             f"({'reached' if self.reached else 'never reached'} on {int(want.sum())} of {len(v)} seeds"
             f"{_failures([f for _, f in failed])})"
         )
-        return Judged(outcome, ev, _reasons(out), float(not want.all()), float(want.any()))
+        why = f'{Why.MIXED}: {int(want.sum())} of {len(v)} seeds for' if outcome is Outcome.INCONCLUSIVE else ''
+        return Judged(outcome, ev, _reasons(out), float(not want.all()), float(want.any()), why)
 
 
 @dataclass(frozen=True)
 class NotAbove:
-    "Method `a`'s `metric` is not above `b`'s by more than `margin` (non-inferiority: 'comparable', 'competitive')."
+    """Method `a`'s `metric` is not above `b`'s by more than `margin` (non-inferiority: 'comparable', 'competitive'):
+    `decide` on the paired differences less the margin."""
 
     setting: str
     metric: str
@@ -1172,13 +1360,13 @@ class NotAbove:
     def judge(self, cells: pd.DataFrame) -> Judged:
         va, vb, seeds, out, kept = _paired(cells, self.setting, self.metric, self.a, self.b, 'lower')
         d = (va - vb).to_numpy()
-        p, q = sign_flip(d - self.margin, 'less'), sign_flip(d - self.margin, 'greater')
+        j = decide(d - self.margin, 'less')
         ev = (
             f"{self.setting} {self.metric}: {self.a} − {self.b} [{', '.join(f'{x:+.3f}' for x in d)}] "
-            f"({_seeds(seeds)}; {effect(d)} against the margin "
-            f"{self.margin:g}; p(below) {p:.3g}, p(above) {q:.3g}{_failures(kept)})"
+            f"({_seeds(seeds)}; {effect(d)} against the margin {self.margin:g}; {j.evidence} below it; "
+            f"sign-flip p {sign_flip(d - self.margin, 'less'):.3g}{_failures(kept)})"
         )
-        return Judged(_decide(p, q), ev, out, p, q)
+        return replace(j, evidence=ev, excluded=out)
 
 
 @dataclass(frozen=True)
@@ -1211,6 +1399,7 @@ class Interior:
     setting: str
     metric: str
     methods: tuple
+    log: bool = False
     basis: ClassVar[Basis] = Basis.EMPIRICAL
 
     def judge(self, cells: pd.DataFrame) -> Judged:
@@ -1228,22 +1417,25 @@ class Interior:
             raise Untestable(f'{self.setting}: no interior run of the sweep')
         best = min(means, key=means.get)
         ends = [
-            _judge_one(Compare(self.setting, self.metric, best, end, 'lower'), cells)
+            _judge_one(Compare(self.setting, self.metric, best, end, 'lower', log=self.log), cells)
             for end in (self.methods[0], self.methods[-1])
         ]
         ev = f'best interior: {best}; ' + ' | '.join(f'[{j.outcome}] {j.evidence}' for j in ends if j.evidence)
-        p, q = max(j.p_for for j in ends), min(1.0, 2 * min(j.p_against for j in ends))
+        p, q = max(j.p_for for j in ends), min(1.0, 2 * min(j.p_against for j in ends))  # Bonferroni over the two ends
         judged = [j for j in ends if j.outcome is not Outcome.UNTESTABLE]
+        refuted = any(j.outcome is Outcome.NOT_REPRODUCED and 2 * j.p_against < ALPHA for j in judged)
         outcome = (
-            _decide(p, q)
-            if len(judged) == 2
+            Outcome.REPRODUCED
+            if len(judged) == 2 and all(j.outcome is Outcome.REPRODUCED for j in judged)
             else Outcome.NOT_REPRODUCED
-            if q < ALPHA
+            if refuted
             else Outcome.INCONCLUSIVE
             if judged
             else Outcome.UNTESTABLE
         )
-        return Judged(outcome, ev, '; '.join(j.excluded for j in ends if j.excluded), p, q)
+        why = '; '.join(j.why or f'an end {j.outcome}' for j in judged if j.outcome is not Outcome.REPRODUCED)
+        why = why if outcome is Outcome.INCONCLUSIVE else ''
+        return Judged(outcome, ev, '; '.join(j.excluded for j in ends if j.excluded), p, q, why)
 
 
 @dataclass(frozen=True)
@@ -1265,7 +1457,8 @@ class Fails:
             f"{self.setting} {self.method} {self.metric} {_values(v)} ({_seeds(v.index)}; "
             f"failed on {n} of {len(v)}{': ' + ', '.join(f for _, f in failed) if failed else ''})"
         )
-        return Judged(outcome, ev, _reasons(out), float(n < len(v)), float(n > 0))
+        why = f'{Why.MIXED}: failed on {n} of {len(v)} seeds' if outcome is Outcome.INCONCLUSIVE else ''
+        return Judged(outcome, ev, _reasons(out), float(n < len(v)), float(n > 0), why)
 
 
 @dataclass(frozen=True)
@@ -1287,6 +1480,7 @@ class Stable:
             failed.excluded,
             failed.p_against,
             failed.p_for,
+            failed.why,
         )
 
 
@@ -1443,20 +1637,59 @@ class Engaged(_Wraps):
 
 @dataclass(frozen=True)
 class Plateaued(_Wraps):
-    """`comparison` of what runs reached (a best accuracy), at most inconclusive where a compared run was still rising
-    at its last round (its `RISE` cell above `PLATEAU_POINTS` on some seed, or none logged): the order may yet change.
-    `also`: more methods of its setting whose runs it reads (a difference's reference)."""
+    """`comparison` of what runs reached (a best accuracy). Where a compared run was still rising at its last round (its
+    `RISE` cell above `PLATEAU_POINTS` on some seed, or none logged) the order may yet change: the comparison is judged
+    only if the two runs' ordering held at every evaluation of the last fifth (their `LEAD` cell) on `AGREE` of the
+    seeds; else it is not testable here, still rising, in either direction. `also`: more methods of its setting whose
+    runs it reads (a difference's reference, the other run of the ordering for a `Band`)."""
 
     comparison: object = None
     also: tuple = ()
     basis: ClassVar[Basis] = Basis.EMPIRICAL
 
     def judge(self, cells: pd.DataFrame) -> Judged:
+        if not (why := _rising(self, cells)):
+            return self.comparison.judge(cells)
+        held, n = _ordering(self, cells)
+        said = f'its ordering held through the last fifth on {held} of {n} seeds' if n else 'no ordering logged'
+        if not n or held < math.ceil(AGREE * n - 1e-9):
+            raise Untestable(f'still rising, {said}: {why}')
         judged = self.comparison.judge(cells)
-        if judged.outcome not in (Outcome.REPRODUCED, Outcome.NOT_REPRODUCED) or not (why := _rising(self, cells)):
-            return judged
-        ev = f'{judged.evidence}; at most inconclusive, {judged.outcome.value} as run, {why}'
-        return replace(judged, outcome=Outcome.INCONCLUSIVE, evidence=ev)
+        return replace(judged, evidence=f'{judged.evidence}; still rising ({why}), but {said}')
+
+
+LEAD = 'ahead through the last fifth of'  # run a's cell f'{LEAD} {b}': +1, -1 or 0 (`lead`)
+
+
+def lead(a: pd.DataFrame, b: pd.DataFrame) -> float:
+    """+1 where run `a`'s test accuracy is above run `b`'s at every evaluation of the last fifth of the rounds both
+    evaluated, -1 where below at every one, else 0 (NaN under five evaluations): the cell `Plateaued` reads as
+    `f'{LEAD} {b}'`."""
+    ea, eb = (_evaluated(c).set_index('round')['test_acc'] for c in (a, b))
+    both = ea.index.intersection(eb.index)
+    if len(both) < 5:
+        return math.nan
+    d = (ea[both] - eb[both]).to_numpy(float)[-(len(both) // 5) :]
+    return 1.0 if (d > 0).all() else -1.0 if (d < 0).all() else 0.0
+
+
+def _ordering(p: Plateaued, cells: pd.DataFrame) -> tuple:
+    """On how many seeds the ordering of the two runs `p` compares held through the last fifth (the more common of the
+    two orders), of how many that logged it."""
+    c = p.comparison
+    if hasattr(c, 'a') and getattr(c, 'setting_b', None) in (None, c.setting):
+        a, b = c.a, c.b
+    elif p.also and hasattr(c, 'method'):
+        a, b = c.method, p.also[0]
+    else:
+        return 0, 0
+    at = (cells['setting'] == c.setting) & (cells['method'] == a) & (cells['metric'] == f'{LEAD} {b}')
+    back = (cells['setting'] == c.setting) & (cells['method'] == b) & (cells['metric'] == f'{LEAD} {a}')
+    signs = pd.concat(
+        [cells.loc[at, ['seed', 'value']], cells.loc[back, ['seed', 'value']].assign(value=lambda x: -x['value'])]
+    )
+    signs = signs.dropna().drop_duplicates('seed').set_index('seed')['value']
+    return int(max((signs > 0).sum(), (signs < 0).sum())), len(signs)
 
 
 def _compared(c) -> dict:
@@ -1499,11 +1732,13 @@ class Claim:
 
 
 def holm(judged: dict, primary) -> dict:
-    "Each comparison's outcome after the claim's correction (Holm's step-down over the primary comparisons)."
+    """Each comparison's outcome after the claim's correction: a contradiction stands only where Holm's step-down over
+    the primary comparisons judged rejects its p against the claim at `ALPHA` (as `statsmodels`' `multipletests` does,
+    whose every call runs the garbage collector: a tenth of a second, 40 s over the report)."""
     family = sorted((j.p_against, i) for i, j in judged.items() if i in primary and j.outcome is not Outcome.UNTESTABLE)
     rejected = set()
     for rank, (q, i) in enumerate(family):
-        if q >= ALPHA / (len(family) - rank):
+        if q > ALPHA / (len(family) - rank):
             break
         rejected.add(i)
     return {
@@ -1513,13 +1748,14 @@ def holm(judged: dict, primary) -> dict:
 
 
 def combine(outcomes) -> Outcome:
-    """A claim's outcome from its comparisons' (after `holm`): reproduced only when every one is; else not reproduced
-    when any is; else inconclusive when any was judged; else not testable here."""
+    """A claim's outcome from its comparisons' (after `holm`): reproduced only when every one is; partly reproduced
+    when some are and some are not reproduced; not reproduced when any is and none is reproduced; else inconclusive
+    when any was judged; else not testable here."""
     outcomes = list(outcomes)
     if outcomes and all(o is Outcome.REPRODUCED for o in outcomes):
         return Outcome.REPRODUCED
     if Outcome.NOT_REPRODUCED in outcomes:
-        return Outcome.NOT_REPRODUCED
+        return Outcome.PARTLY if Outcome.REPRODUCED in outcomes else Outcome.NOT_REPRODUCED
     return Outcome.INCONCLUSIVE if any(o is not Outcome.UNTESTABLE for o in outcomes) else Outcome.UNTESTABLE
 
 
@@ -1535,33 +1771,100 @@ def basis(checks) -> Basis:
     return next(b for b in (Basis.EMPIRICAL, Basis.ANALYSIS, Basis.CONSTRUCTION) if b in kinds)
 
 
-VERDICT_COLUMNS = ['claim', 'statement', 'outcome', 'basis', 'comparisons', 'evidence', 'preconditions']
+def _label(k) -> str:
+    "Where a comparison is, in short: 'EMNIST R0.5 FedReg vs FedAvg'."
+    who = f'{k.a} vs {k.b}' if hasattr(k, 'a') else getattr(k, 'method', '') or ', '.join(getattr(k, 'methods', ()))
+    return ' '.join(str(x) for x in (getattr(k, 'setting', ''), getattr(k, 'metric', ''), who) if x) or type(k).__name__
+
+
+def _why(judged: dict, final: dict) -> dict:
+    "Why each comparison inconclusive after the correction is: its own reason, or Holm's correction held it back."
+    held = {
+        i: f'{Why.UNDERPOWERED}: p against {j.p_against:.3g}, held back by Holm over {len(final)} comparisons'
+        for i, j in judged.items()
+        if j.outcome is Outcome.NOT_REPRODUCED and final[i] is Outcome.INCONCLUSIVE
+    }
+    return {i: held.get(i, j.why) for i, j in judged.items() if final[i] is Outcome.INCONCLUSIVE}
+
+
+def _undecided(outcome: Outcome, whys: dict, final: dict) -> str:
+    """A claim's reason for being inconclusive: its inconclusive comparisons' kinds (`Why`), and 'precondition' where
+    some comparison was not testable here."""
+    if outcome is not Outcome.INCONCLUSIVE:
+        return ''
+    kinds = {w.split(':')[0] for w in whys.values() if w}
+    kinds |= {Why.PRECONDITION.value} if Outcome.UNTESTABLE in final.values() else set()
+    return ', '.join(w.value for w in Why if w.value in kinds) or Why.PRECONDITION.value
+
+
+def _verdict(c: Claim, idx: list, cells: pd.DataFrame) -> dict:
+    "Claim `c` judged on comparisons `idx`: outcome, comparisons' counts, evidence, preconditions, why undecided."
+    judged = {i: _judge_one(c.checks[i], cells) for i in idx}
+    final = holm(judged, range(len(c.checks)) if c.primary is None else c.primary)
+    whys, outcome = _why(judged, final), combine(final.values())
+    ev = ' | '.join(
+        f'[{final[i]}{f": {whys[i]}" if whys.get(i) else ""}] {j.evidence}' if len(idx) > 1 else j.evidence
+        for i, j in judged.items()
+        if j.evidence
+    )
+    if outcome is Outcome.PARTLY:
+        where = lambda o: ', '.join(_label(c.checks[i]) for i in idx if final[i] is o)
+        ev = f'holds: {where(Outcome.REPRODUCED)}; fails: {where(Outcome.NOT_REPRODUCED)} | {ev}'
+    elif len(idx) == 1 and whys.get(idx[0]):
+        ev = f'{ev} ({whys[idx[0]]})'
+    pre = '; '.join(dict.fromkeys(j.excluded for j in judged.values() if j.excluded)) or 'every run compared'
+    return dict(
+        claim=c.key,
+        statement=c.text,
+        outcome=outcome,
+        basis=basis(c.checks[i] for i in idx),
+        comparisons=counts(final.values()),
+        evidence=ev,
+        preconditions=pre,
+        why=_undecided(outcome, whys, final),
+    )
+
+
+DECIDED = (Outcome.REPRODUCED, Outcome.PARTLY, Outcome.NOT_REPRODUCED)
+
+
+def robustness(c: Claim, idx: list, cells: pd.DataFrame, outcome: Outcome) -> str:
+    """Whether a decided empirical claim keeps its `outcome` when any one seed is left out (judged on the others, each
+    comparison then needing one seed fewer): 'yes', or the first seed that changes it and to what; '' when undecided."""
+    if outcome not in DECIDED or basis(c.checks[i] for i in idx) is not Basis.EMPIRICAL:
+        return ''
+    token = _MIN_SEEDS.set(MIN_SEEDS - 1)
+    try:
+        for s in sorted(set(cells['seed'])):
+            if (o := _verdict(c, idx, cells[cells['seed'] != s])['outcome']) is not outcome:
+                return f'no: without seed {s}, {o}'
+    finally:
+        _MIN_SEEDS.reset(token)
+    return 'yes'
+
+
+VERDICT_COLUMNS = [
+    'claim',
+    'statement',
+    'outcome',
+    'basis',
+    'comparisons',
+    'evidence',
+    'preconditions',
+    'why',
+    'robust',
+]
 
 
 def judge(claims, cells: pd.DataFrame, partial: bool = False) -> pd.DataFrame:
-    "Each claim's outcome, how it is established, its comparisons' counts, evidence and preconditions."
+    """Each claim's outcome, how it is established, its comparisons' counts, evidence and preconditions, why it is
+    undecided (`Why`, when inconclusive) and whether it stands without any one seed (`robustness`, when decided)."""
     out, present, cells = [], set(cells['setting']), split_health(cells)
     for c in claims:
         idx = [i for i, k in enumerate(c.checks) if not partial or getattr(k, 'setting', None) in present]
-        if not idx:
-            continue
-        judged = {i: _judge_one(c.checks[i], cells) for i in idx}
-        final = holm(judged, range(len(c.checks)) if c.primary is None else c.primary)
-        ev = ' | '.join(
-            f'[{final[i]}] {j.evidence}' if len(idx) > 1 else j.evidence for i, j in judged.items() if j.evidence
-        )
-        pre = '; '.join(dict.fromkeys(j.excluded for j in judged.values() if j.excluded)) or 'every run compared'
-        out.append(
-            dict(
-                claim=c.key,
-                statement=c.text,
-                outcome=combine(final.values()),
-                basis=basis(c.checks[i] for i in idx),
-                comparisons=counts(final.values()),
-                evidence=ev,
-                preconditions=pre,
-            )
-        )
+        if idx:
+            row = _verdict(c, idx, cells)
+            out.append(dict(row, robust=robustness(c, idx, cells, row['outcome'])))
     return pd.DataFrame(out, columns=VERDICT_COLUMNS)
 
 # %% ../nbs/09a_repro.ipynb #7710f43a
