@@ -1,4 +1,4 @@
-"""The reproduction protocol (v2): claims judged on per-seed tables built to hold, fail, sit in noise, or rest on runs
+"""The reproduction protocol (v3): claims judged on per-seed tables built to hold, fail, sit in noise, or rest on runs
 that failed."""
 
 import itertools
@@ -17,11 +17,14 @@ from fedrepro.repro import (
     Elsewhere,
     Health,
     Interior,
+    Judged,
     Kind,
+    LOG_KINDS,
     Never,
     NotAbove,
     Outcome,
     Same,
+    holm,
     judge,
     learned_level,
     loss_health,
@@ -117,7 +120,7 @@ def test_a_consistent_difference_is_reproduced_with_its_effect_and_its_reverse_i
 
 
 def test_fewer_than_five_seeds_decide_nothing():
-    "A t-test at n = 3 gave p = 0 when the differences agreed; the sign-flip test's smallest p at n = 3 is 1/8."
+    "Three seeds decide nothing, however well they agree: a verdict rests on five at least."
     v = outcome(Compare('S', 'ACC', 'A', 'B', 'higher'), cells({'A': [0.8, 0.8, 0.8], 'B': [0.7, 0.7, 0.7]}))
     assert v['outcome'] == 'not testable here' and '3 seeds to compare, at least 5 needed' in v['preconditions']
 
@@ -179,16 +182,71 @@ def test_holm_and_the_count_of_comparisons():
     good = cells({'A': [0.80, 0.82, 0.81, 0.83, 0.79], 'B': [0.70, 0.73, 0.71, 0.70, 0.72]})
     t = pd.concat([worse, good.assign(setting='T'), good.assign(setting='U')])
     three = tuple(Compare(s, 'ACC', 'A', 'B', 'higher') for s in 'STU')
-    v = judge([Claim('c', '', three)], t).iloc[0]  # uncorrected, the one contradiction (p 1/32) refuted the claim
-    assert v['outcome'] == 'inconclusive' and v['comparisons'] == '2 reproduced, 1 inconclusive of 3'
-    assert judge([Claim('c', '', three, primary=(0,))], t)['outcome'].iloc[0] == 'not reproduced'
+    v = judge([Claim('c', '', three)], t).iloc[0]  # protocol v2: inconclusive (sign-flip p 1/32 > 0.05/3)
+    assert v['outcome'] == 'partly reproduced' and v['comparisons'] == '2 reproduced, 1 not reproduced of 3'
+    assert judge([Claim('c', '', three[:1])], t)['outcome'].iloc[0] == 'not reproduced'
     # one setting not run no longer hides the judged ones
     v = judge(
         [Claim('c', '', (Compare('T', 'ACC', 'A', 'B', 'higher'), Compare('Z', 'ACC', 'A', 'B', 'higher')))], t
     ).iloc[0]
     assert v['outcome'] == 'inconclusive' and v['comparisons'] == '1 reproduced, 1 not testable here of 2'
+    assert v['why'] == 'precondition'
     assert judge([Claim('c', '', (Compare('Z', 'ACC', 'A', 'B'),))], t, partial=True).empty
     assert isinstance(v['outcome'], Outcome) and v['outcome'] == 'inconclusive'
+
+
+def test_holm_is_statsmodels_holm():
+    "Our step-down against statsmodels' on random p-values, families of one to twelve, some not primary."
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        k = int(rng.integers(1, 13))
+        ps = rng.uniform(0, 0.08, k) ** rng.uniform(0.5, 2)
+        judged = {i: Judged(Outcome.NOT_REPRODUCED, '', '', 1.0, float(p)) for i, p in enumerate(ps)}
+        primary = [i for i in range(k) if rng.uniform() < 0.8] or [0]
+        want = dict(zip(primary, multipletests(ps[primary], 0.05, 'holm')[0]))
+        got = holm(judged, primary)
+        assert all((got[i] is Outcome.NOT_REPRODUCED) == bool(want.get(i, False)) for i in range(k))
+
+
+def test_a_decision_needs_four_fifths_of_the_seeds_either_way():
+    carried = cells({'A': [0.95, 0.95, 0.95, 0.69, 0.69], 'B': [0.70] * 5})  # t p 0.038, three seeds of five
+    v = outcome(Compare('S', 'ACC', 'A', 'B', 'higher'), carried)
+    assert v['outcome'] == 'inconclusive' and v['why'] == 'mixed'
+    mirror = cells({'A': [0.45, 0.45, 0.45, 0.71, 0.71], 'B': [0.70] * 5})
+    assert outcome(Compare('S', 'ACC', 'A', 'B', 'higher'), mirror)['outcome'] == 'inconclusive'
+    four = cells({'A': [0.45, 0.45, 0.45, 0.46, 0.71], 'B': [0.70] * 5})
+    assert outcome(Compare('S', 'ACC', 'A', 'B', 'higher'), four)['outcome'] == 'not reproduced'
+
+
+def test_ratios_and_rounds_are_compared_on_the_log_scale():
+    "A factor of 2 on every seed, whatever the size: equal on the log scale, so it decides at any level."
+    t = cells({'A': [10, 100, 1000, 20, 200], 'B': [20, 200, 2000, 40, 400]}, 'R0.5')
+    assert outcome(Compare('S', 'R0.5', 'A', 'B', log=True), t)['outcome'] == 'reproduced'
+    assert 'ratio ×0.5 [95% CI ×0.5, ×0.5]' in outcome(Compare('S', 'R0.5', 'A', 'B', log=True), t)['evidence']
+    assert outcome(Compare('S', 'R0.5', 'A', 'B'), t)['outcome'] == 'inconclusive'  # linear: one seed's spread
+    for k in PAPERS:  # a paper sets the scale from its metrics
+        for claim in PAPERS[k].claims:
+            for c in claim.checks:
+                if type(c) is Compare:
+                    assert c.log == (PAPERS[k].metrics[c.metric].kind in LOG_KINDS), (k, claim.key)
+
+
+def test_across_settings_the_test_is_welch_and_unpaired():
+    a = cells({'A': [0.80, 0.82, 0.81, 0.83, 0.79]})
+    b = cells({'A': [0.70, 0.72, 0.71, 0.69, 0.73, 0.7, 0.71]}).assign(setting='T')  # seven runs: no pairing
+    v = outcome(Compare('S', 'ACC', 'A', 'A', 'higher', setting_b='T'), pd.concat([a, b]))
+    assert v['outcome'] == 'reproduced' and "Welch's t p" in v['evidence'] and '35 of 35 seed pairs for' in v['evidence']
+
+
+def test_robustness_names_the_seed_that_carries_a_claim():
+    steady = cells({'A': [0.80, 0.82, 0.81, 0.83, 0.79], 'B': [0.70, 0.73, 0.71, 0.70, 0.72]})
+    assert outcome(Compare('S', 'ACC', 'A', 'B', 'higher'), steady)['robust'] == 'yes'
+    one_off = cells({'A': [0.80, 0.81, 0.79, 0.80, 0.70], 'B': [0.70, 0.70, 0.70, 0.70, 0.71]})
+    v = outcome(Compare('S', 'ACC', 'A', 'B', 'higher'), one_off)
+    assert v['outcome'] == 'reproduced' and v['robust'] == 'no: without seed 0, inconclusive'
+    assert outcome(Compare('S', 'ACC', 'A', 'B', 'higher'), cells({'A': [0.8, 0.7] * 2 + [0.8]}))['robust'] == ''
 
 
 def test_every_paper_declares_the_metrics_its_claims_name():
