@@ -261,3 +261,38 @@ def test_the_engaged_variant_is_judged_apart_from_the_paper_method():
     assert cells['FedAvg', RISE] == pytest.approx(0.1)  # the last two of 11 rounds' best against the two before
     v = judge(FEDGG.claims, pd.DataFrame(columns=SEED_COLUMNS)).set_index('claim')
     assert set(v.loc[['C1v', 'C5v', 'C12v'], 'basis']) == {'empirical'}
+
+
+def _reached(values: dict, rise: float, lead: dict | None = None):
+    "Figure 3's cells by hand: each run's best accuracy by seed, how much it still rose, and optional `LEAD` cells."
+    import pandas as pd
+    from fedrepro.fedgg import GRID_SETTING
+    from fedrepro.repro import LEAD, RISE
+
+    row = lambda m, s, metric, v: dict(
+        setting=GRID_SETTING, method=m, seed=s, metric=metric, value=v, rounds=18, health='ok', detail=''
+    )
+    rows = [row(m, s, 'best ACC', v) for m, vs in values.items() for s, v in enumerate(vs)]
+    rows += [row(m, s, RISE, rise) for m in values for s in range(5)]
+    rows += [row(a, s, f'{LEAD} {b}', v) for (a, b), vs in (lead or {}).items() for s, v in enumerate(vs)]
+    return pd.DataFrame(rows)
+
+
+def test_a_comparison_of_what_still_rising_runs_reached_is_not_testable_unless_the_ordering_held():
+    """C7 (μ = 0.01 the best of the grid) compares best accuracies: with plateaued runs it is decided, here both ways
+    (above μ = 0.1, below μ = 1 on every seed: partly reproduced); with runs still rising and no ordering logged it is
+    not testable here, whatever the values; an ordering held through the last fifth on 4 seeds of 5 lets it be judged,
+    on 3 of 5 not."""
+    from fedrepro.fedgg import FEDGG
+    from fedrepro.repro import judge
+
+    a, b, c = 'FedGG (μ=0.01)', 'FedGG (μ=1)', 'FedGG (μ=0.1)'
+    values = {a: [0.81 + 0.005 * s for s in range(5)], b: [0.84 + 0.01 * s for s in range(5)], c: [0.80] * 5}
+    c7 = lambda cells: judge(FEDGG.claims, cells).set_index('claim').loc['C7']
+    flat = c7(_reached(values, 0.005))
+    assert flat['outcome'] == 'partly reproduced' and flat['comparisons'].startswith('1 reproduced, 1 not reproduced')
+    rising = c7(_reached(values, 0.05))
+    assert rising['outcome'] == 'not testable here' and 'still rising, no ordering logged' in rising['preconditions']
+    held = lambda n: {(a, b): [-1.0] * n + [0.0] * (5 - n), (a, c): [1.0] * n + [0.0] * (5 - n)}
+    assert c7(_reached(values, 0.05, held(4)))['outcome'] == 'partly reproduced'
+    assert c7(_reached(values, 0.05, held(3)))['outcome'] == 'not testable here'
