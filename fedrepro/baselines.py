@@ -34,9 +34,11 @@ def _check_number(params: dict, key: str, minimum: float = 0.0, strict: bool = F
 
 class StepMeans:
     """Mixin: the mean over a round's local steps, all its clients, of a number `note`d once a step; `diagnostics`
-    reports it as `diagnostic` and resets."""
+    reports it as `diagnostic` and resets. Under `inert_below` (the round's median) the method's own term leaves it
+    FedAvg to three digits: the protocol's gate on every comparison that reads its runs (`Paper.mechanism`)."""
 
     diagnostic, _sum, _steps = '', 0.0, 0
+    inert_below = 1e-3
 
     def note(self, v):
         """Add one local step's value: a detached tensor stays on its device, so there is one `.item()` a round, not one

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 import pandas as pd
 import fedrepro
-from .core import DATASETS, check
+from .core import ALGORITHMS, DATASETS, check
 from .config import ExperimentConfig
 from .jobs import SCALES  # the scales a job runs at, defined once in fedrepro.jobs
 
@@ -134,6 +134,7 @@ class Mechanism:
     inert_below: float
     base: str = 'FedAvg'
     what: str = ''
+    required: bool = True  # a run that logs no `column` is not checkable; False: it is not gated (an older run)
 
 # %% ../nbs/09b_declare.ipynb #c74a5241
 _all_ = ['SCALES']  # re-exported: the repro notebooks import it from here
@@ -169,6 +170,10 @@ class Setting:
     # 'skip': methods not run below paper scale (say why in `why`)
     mini: dict | None = None
     stand_in: str = ''  # what the mini data stand for, e.g. 'scikit-learn digits, 50 clients'
+    # the kind of data (digits, natural images, faces, medical scans, ...): the paper's, and its mini stand-in's; two
+    # stand-ins of one kind cannot carry a claim that contrasts the paper's two kinds (`Paper.contrasts`)
+    kind: str = ''
+    stand_in_kind: str = ''
     why: str = ''  # why mini differs from the paper where it does beyond scale
 
 
@@ -199,21 +204,77 @@ class Paper:
     figure_methods: tuple = ()
     # what the paper says of its own repetitions ('a single run', 'repeated three times'); ours: `SEEDS`
     repetitions: str = ''
+    # {claim key: (setting, setting)}: claims that contrast two datasets, not testable where their stand-ins are alike
+    contrasts: dict = field(default_factory=dict)
 
     def __post_init__(self):
         self.validate()
-        self.claims = [replace(c, checks=tuple(self._scaled(k) for k in c.checks)) for c in self.claims]
+        alike = lambda c: {'alike': w} if (w := self.alike(c.key)) else {}  # only a contrast's claim has the field set
+        self.claims = [replace(c, checks=tuple(self._scaled(k) for k in c.checks), **alike(c)) for c in self.claims]
+
+    def ordered_pairs(self, setting: str) -> list:
+        """The pairs of methods whose runs in `setting` a claim orders by what they reached (a comparison marked
+        `reached`, or wrapped in `Plateaued`): the pairs whose ordering through the last fifth the evidence records."""
+        pairs = {}
+
+        def walk(k, plateaued=False):
+            inner = getattr(k, 'comparison', None)
+            if inner is not None:
+                also = getattr(k, 'also', None)
+                if also and getattr(inner, 'method', None) and inner.setting == setting:
+                    pairs[inner.method, also[0]] = None
+                return walk(inner, plateaued or also is not None)
+            same = getattr(k, 'setting', None) == setting and getattr(k, 'setting_b', None) in (None, setting)
+            if same and hasattr(k, 'a') and (plateaued or getattr(k, 'reached', False)):
+                pairs[k.a, k.b] = None
+
+        for c in self.claims:
+            for k in c.checks:
+                walk(k)
+        return list(pairs)
+
+    def mechanism(self, method: str) -> Mechanism | None:
+        """The own term that gates `method`'s cells: the paper's `mechanisms` entry, else the one its algorithm declares
+        (the `diagnostic` it logs each round and its `inert_below` level: FedProx, SCAFFOLD, FedCurv, MOON, FedNTD),
+        whose base is the paper's FedAvg; None for a method without a term."""
+        if method in self.mechanisms:
+            return self.mechanisms[method]
+        algo = ALGORITHMS[self.methods[method]] if self.methods.get(method) in ALGORITHMS else None
+        if not getattr(algo, 'diagnostic', '') or getattr(algo, 'inert_below', None) is None:
+            return None
+        base = (
+            'FedAvg' if 'FedAvg' in self.methods else next((m for m, a in self.methods.items() if a == 'fedavg'), '?')
+        )
+        return Mechanism(algo.diagnostic, algo.inert_below, base, f'{algo.name} {algo.diagnostic}', required=False)
+
+    def alike(self, claim: str) -> str:
+        """Why claim `claim`, which contrasts two datasets (`contrasts`), cannot be tested on their stand-ins: both are
+        of one kind where the paper's are not ('' when they differ, or the stand-ins' kinds are not declared)."""
+        if claim not in self.contrasts:
+            return ''
+        a, b = (self.settings[s] for s in self.contrasts[claim])
+        if not a.stand_in_kind or a.stand_in_kind != b.stand_in_kind or (a.kind and a.kind == b.kind):
+            return ''
+        said = lambda s: s.kind or 'not declared'
+        return (
+            f"the stand-ins of {' and '.join(self.contrasts[claim])} are both {a.stand_in_kind} "
+            f"(the paper's: {said(a)} and {said(b)}): they cannot carry a contrast between the datasets"
+        )
 
     def _scaled(self, k):
         """Comparison `k` as this paper's metrics read it: on the log scale where its metric is a ratio, a time or a
-        round count (`LOG_KINDS`), and with the paper's own difference (`paper_effect`) where the paper prints both."""
+        round count (`LOG_KINDS`), under the convergence rule where it is an accuracy (`reached`), and with the paper's
+        own difference (`paper_effect`) where the paper prints both."""
         fields = getattr(k, '__dataclass_fields__', {})
         if 'comparison' in fields and k.comparison is not None:
             return replace(k, comparison=self._scaled(k.comparison))
-        metric = self.metrics.get(getattr(k, 'metric', None)) if 'log' in fields else None
+        metric = self.metrics.get(getattr(k, 'metric', None)) if {'log', 'reached'} & set(fields) else None
         if metric is None:
             return k
-        k = replace(k, log=metric.kind in LOG_KINDS)
+        if 'log' in fields:
+            k = replace(k, log=metric.kind in LOG_KINDS)
+        if 'reached' in fields:
+            k = replace(k, reached=metric.kind is MetricKind.ACCURACY)
         if 'paper_effect' in fields:
             a, b = (self.paper_value(st, m, k.metric) for st, m in ((k.setting, k.a), (k.setting_b or k.setting, k.b)))
             if all(isinstance(v, (int, float)) for v in (a, b)):
@@ -247,6 +308,14 @@ class Paper:
             )
         for j in self.default_jobs:
             check(j in self.artefacts, f'{self.key} default_jobs', j, f'an artefact: one of {list(self.artefacts)}')
+        for c, pair in self.contrasts.items():
+            check(c in keys, f'{self.key} contrasts', c, f'a claim: one of {keys}')
+            check(
+                len(pair) == 2 and all(s in self.settings for s in pair),
+                f'{self.key} contrasts[{c!r}]',
+                pair,
+                f'two settings of {list(self.settings)}',
+            )
 
     def _check_names(self, where: str, comparison):
         "One comparison's setting(s), method(s) and metric, each against the declaration."

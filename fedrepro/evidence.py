@@ -181,9 +181,9 @@ def margin_cell(method: str, values: dict, health: dict) -> dict:
 
 def mechanism_health(curve: pd.DataFrame, method: str, mechanism: Mechanism) -> Health:
     """`INERT` when `method`'s own term, the median over rounds of its logged `mechanism.column`, is below the level at
-    which it is its base method; `PRECONDITION` when the run logs no such column."""
+    which it is its base method; `PRECONDITION` when the run logs no such column and the mechanism is `required`."""
     if mechanism.column not in curve:
-        return Health(Kind.PRECONDITION, f'{method} logs no {mechanism.column!r}')
+        return Health(Kind.PRECONDITION, f'{method} logs no {mechanism.column!r}') if mechanism.required else OK
     size = float(np.nanmedian(curve[mechanism.column].abs().to_numpy(float)))
     if size < mechanism.inert_below:
         return Health(
@@ -308,28 +308,36 @@ def sweep_view(sweep: pd.DataFrame, index) -> pd.DataFrame:
 
 
 def seed_cells(paper: Paper, curves: pd.DataFrame, scale: str) -> pd.DataFrame:
-    "The paper's metrics of every setting, method and seed (`SEED_COLUMNS`), each cell with its health."
+    """The paper's metrics of every setting, method and seed (`SEED_COLUMNS`), each cell with its health; and the
+    protocol's own: each run's `RISE` (where the paper's cells do not give it) and the `lead` of each pair of runs a
+    claim orders by what they reached (`Paper.ordered_pairs`), which the convergence rule reads."""
     rows = []
     for (st, sd), g in curves.groupby(['setting', 'seed'], sort=False):
         chance = paper.chance(st, scale)
         runs = {m: c for m, c in g.groupby('method', sort=False)}
         health = {m: run_health(c, chance) for m, c in runs.items()}
+        row = lambda m, k, v, h=OK: dict(
+            setting=st,
+            method=m,
+            seed=int(sd),
+            metric=k,
+            value=float(v),
+            rounds=int(runs[m]['round'].max()) if m in runs else None,
+            health=h.kind.value,
+            detail=h.detail,
+        )
+        given = set()
         for cell in paper.cells(runs, chance, health):
             m, k = cell['method'], cell['metric']
             check(k in paper.metrics, f'{paper.key} cell metric', k, f'a declared metric: one of {list(paper.metrics)}')
-            h = _cell_health(cell.get('health', OK), health.get(m, OK), runs.get(m), m, paper.mechanisms.get(m))
-            rows.append(
-                dict(
-                    setting=st,
-                    method=m,
-                    seed=int(sd),
-                    metric=k,
-                    value=float(cell['value']),
-                    rounds=int(runs[m]['round'].max()) if m in runs else None,
-                    health=h.kind.value,
-                    detail=h.detail,
-                )
-            )
+            gate = paper.mechanism(m) if m in paper.methods else None
+            h = _cell_health(cell.get('health', OK), health.get(m, OK), runs.get(m), m, gate)
+            rows.append(row(m, k, cell['value'], h))
+            given.add((m, k))
+        rows += [row(m, RISE, rise(c)) for m, c in runs.items() if (m, RISE) not in given]
+        rows += [
+            row(a, f'{LEAD} {b}', lead(runs[a], runs[b])) for a, b in paper.ordered_pairs(st) if {a, b} <= set(runs)
+        ]
     return pd.DataFrame(rows, columns=SEED_COLUMNS)
 
 
@@ -458,6 +466,8 @@ def table_rows(
     with every flagged seed named."""
     rows, cells = [], split_health(cells)
     for (st, m, k), g in cells.groupby(['setting', 'method', 'metric'], sort=False):
+        if k not in paper.metrics:
+            continue  # the protocol's own cells (`RISE`, `LEAD`): evidence for its rules, not a number of the paper's
         v = g['value'].to_numpy(float)
         if paper.metrics[k].kind is MetricKind.ROUNDS:
             ours, shown = rounds_stats(np.where(np.isinf(v), np.nan, v))

@@ -20,7 +20,8 @@ from .evidence import LEAD, PLATEAU_POINTS, RISE, split_health
 __all__ = ['ALPHA', 'AGREE', 'POWER', 'OUTCOMES', 'DECIDED', 'VERDICT_COLUMNS', 'Why', 'Judged', 'Untestable', 'sign_flip',
            't_test', 'welch', 'detectable', 'effect', 'decide', 'Compare', 'Band', 'Never', 'NotAbove', 'Same',
            'Interior', 'Fails', 'Stable', 'Elsewhere', 'OtherQuantity', 'OnDevice', 'Exact', 'Derived', 'Inert',
-           'Untuned', 'Engaged', 'Plateaued', 'Claim', 'holm', 'combine', 'counts', 'basis', 'robustness', 'judge']
+           'Untuned', 'Engaged', 'Plateaued', 'settled', 'Claim', 'holm', 'combine', 'counts', 'basis', 'robustness',
+           'judge']
 
 # %% ../nbs/09d_verdicts.ipynb #cf402a49
 ALPHA = 0.05
@@ -305,9 +306,12 @@ class Compare:
     setting_b: str | None = None
     log: bool = False
     paper_effect: float | None = None
+    reached: bool = False  # what runs reached (an accuracy): judged under the convergence rule, `settled`
     basis: ClassVar[Basis] = Basis.EMPIRICAL
 
     def judge(self, cells: pd.DataFrame) -> Judged:
+        runs = _compared(self)
+        note = settled(self.setting, runs, _pair(self), cells) if self.reached else ''
         va, vb, seeds, out, kept = _paired(
             cells, self.setting, self.metric, self.a, self.b, self.better, setting_b=self.setting_b
         )
@@ -328,7 +332,7 @@ class Compare:
         ev = (
             f"{self.setting} {self.metric}: {self.a} {_values(va)} vs {b} {_values(vb)} "
             f"({_seeds(seeds)}; {self.a} {'/' if log else '−'} {self.b} {shown}; "
-            f'{j.evidence}; {flip}{_failures(kept)})'
+            f'{j.evidence}; {flip}{_failures(kept)})' + (f'; {note}' if note else '')
         )
         return replace(j, evidence=ev, excluded=out)
 
@@ -407,16 +411,20 @@ class NotAbove:
     a: str
     b: str
     margin: float
+    reached: bool = False  # what runs reached (an accuracy): judged under the convergence rule, `settled`
     basis: ClassVar[Basis] = Basis.EMPIRICAL
 
     def judge(self, cells: pd.DataFrame) -> Judged:
+        note = settled(self.setting, _compared(self), _pair(self), cells) if self.reached else ''
         va, vb, seeds, out, kept = _paired(cells, self.setting, self.metric, self.a, self.b, 'lower')
         d = (va - vb).to_numpy()
         j = decide(d - self.margin, 'less')
+        side = ('greater', ' against') if j.outcome is Outcome.NOT_REPRODUCED else ('less', '')
         ev = (
             f"{self.setting} {self.metric}: {self.a} − {self.b} [{', '.join(f'{x:+.3f}' for x in d)}] "
             f"({_seeds(seeds)}; {effect(d)} against the margin {self.margin:g}; {j.evidence} below it; "
-            f"sign-flip p {sign_flip(d - self.margin, 'less'):.3g}{_failures(kept)})"
+            f'sign-flip p{side[1]} {sign_flip(d - self.margin, side[0]):.3g}{_failures(kept)})'
+            + (f'; {note}' if note else '')
         )
         return replace(j, evidence=ev, excluded=out)
 
@@ -689,39 +697,53 @@ class Engaged(_Wraps):
 
 @dataclass(frozen=True)
 class Plateaued(_Wraps):
-    """`comparison` of what runs reached (a best accuracy). Where a compared run was still rising at its last round (its
-    `RISE` cell above `PLATEAU_POINTS` on some seed, or none logged) the order may yet change: the comparison is judged
-    only if the two runs' ordering held at every evaluation of the last fifth (their `LEAD` cell) on `AGREE` of the
-    seeds; else it is not testable here, still rising, in either direction. `also`: more methods of its setting whose
-    runs it reads (a difference's reference, the other run of the ordering for a `Band`)."""
+    """`comparison` of what runs reached (a best accuracy), under the convergence rule (`settled`) whatever the paper's
+    metrics: a compared run that logged no `RISE` counts as still rising. `also`: more methods of its setting whose runs
+    it reads (a difference's reference, the other run of the ordering for a `Band`)."""
 
     comparison: object = None
     also: tuple = ()
     basis: ClassVar[Basis] = Basis.EMPIRICAL
 
     def judge(self, cells: pd.DataFrame) -> Judged:
-        if not (why := _rising(self, cells)):
-            return self.comparison.judge(cells)
-        held, n = _ordering(self, cells)
-        said = f'its ordering held through the last fifth on {held} of {n} seeds' if n else 'no ordering logged'
-        if not n or held < math.ceil(AGREE * n - 1e-9):
-            raise Untestable(f'still rising, {said}: {why}')
-        judged = self.comparison.judge(cells)
-        return replace(judged, evidence=f'{judged.evidence}; still rising ({why}), but {said}')
+        c = self.comparison
+        runs = {**_compared(c), **{(c.setting, m): None for m in self.also}}
+        note = settled(c.setting, runs, _pair(c, self.also), cells, strict=True)
+        judged = c.judge(cells)
+        return replace(judged, evidence=f'{judged.evidence}; {note}') if note not in judged.evidence else judged
 
 
-def _ordering(p: Plateaued, cells: pd.DataFrame) -> tuple:
-    """On how many seeds the ordering of the two runs `p` compares held through the last fifth (the more common of the
-    two orders), of how many that logged it."""
-    c = p.comparison
+def _pair(c, also=()) -> tuple | None:
+    "The two runs of one setting whose ordering comparison `c` reads, if any."
     if hasattr(c, 'a') and getattr(c, 'setting_b', None) in (None, c.setting):
-        a, b = c.a, c.b
-    elif p.also and hasattr(c, 'method'):
-        a, b = c.method, p.also[0]
-    else:
-        return 0, 0
-    at = (cells['setting'] == c.setting) & (cells['method'] == a) & (cells['metric'] == f'{LEAD} {b}')
-    back = (cells['setting'] == c.setting) & (cells['method'] == b) & (cells['metric'] == f'{LEAD} {a}')
+        return c.a, c.b
+    return (c.method, also[0]) if also and hasattr(c, 'method') else None
+
+
+def settled(setting: str, runs, pair, cells: pd.DataFrame, strict: bool = False) -> str:
+    """The convergence rule of a comparison of what runs reached: '' when every run in `runs` ((setting, method)
+    pairs) levelled off (`RISE` within `PLATEAU_POINTS` on every seed); where one still rose, the comparison stands only
+    if the ordering of `pair` held at every evaluation of the last fifth (`LEAD`) on `AGREE` of the seeds, else
+    `Untestable` (still rising), in either direction. Not `strict`: evidence that logged no `LEAD` for `pair` (a job
+    run before protocol v3) is judged as it is, and the note says that convergence was not checked."""
+    rising = _rising(runs, cells, strict)
+    if not rising:
+        return ''
+    held, n = _ordering(setting, pair, cells) if pair else (0, 0)
+    if not n and not strict:
+        return f'convergence not checked: no ordering logged (a job run before protocol v3), {rising}'
+    said = f'its ordering held through the last fifth on {held} of {n} seeds' if n else 'no ordering logged'
+    if not n or held < math.ceil(AGREE * n - 1e-9):
+        raise Untestable(f'still rising, {said}: {rising}')
+    return f'still rising ({rising}), but {said}'
+
+
+def _ordering(setting: str, pair: tuple, cells: pd.DataFrame) -> tuple:
+    """On how many seeds the ordering of `pair`'s runs held through the last fifth (the more common of the two
+    orders), of how many that logged it."""
+    (a, b), col = pair, lambda c: cells[c].to_numpy()
+    at = (col('setting') == setting) & (col('method') == a) & (col('metric') == f'{LEAD} {b}')
+    back = (col('setting') == setting) & (col('method') == b) & (col('metric') == f'{LEAD} {a}')
     signs = pd.concat(
         [cells.loc[at, ['seed', 'value']], cells.loc[back, ['seed', 'value']].assign(value=lambda x: -x['value'])]
     )
@@ -736,14 +758,16 @@ def _compared(c) -> dict:
     return dict.fromkeys([(c.setting, c.a), (getattr(c, 'setting_b', None) or c.setting, c.b)])
 
 
-def _rising(p: Plateaued, cells: pd.DataFrame) -> str:
-    "Which runs `p` reads were still rising at their last round, and on which seeds ('' where none was)."
-    out, c = [], p.comparison
-    for st, m in {**_compared(c), **{(c.setting, m): None for m in p.also}}:
-        rows = cells[(cells['setting'] == st) & (cells['method'] == m) & (cells['metric'] == RISE)]
+def _rising(runs, cells: pd.DataFrame, strict: bool = True) -> str:
+    """Which of `runs` ((setting, method) pairs) were still rising at their last round, and on which seeds ('' where
+    none was); `strict`: a run that logged no `RISE` counts as rising."""
+    out, col = [], lambda c: cells[c].to_numpy()
+    first = next(iter(runs))[0] if runs else None
+    for st, m in runs:
+        rows = cells[(col('setting') == st) & (col('method') == m) & (col('metric') == RISE)]
         up = rows[~(rows['value'] <= PLATEAU_POINTS)]
-        where = '' if st == c.setting else f' in {st}'
-        if rows.empty:
+        where = '' if st == first else f' in {st}'
+        if rows.empty and strict:
             out.append(f'{m}{where}: no {RISE!r} logged')
         elif len(up):
             seeds = ', '.join(map(str, up['seed']))
@@ -766,6 +790,7 @@ class Claim:
     text: str
     checks: tuple
     primary: tuple | None = None
+    alike: str = ''  # set by the `Paper`: why its stand-ins cannot carry the contrast between datasets it makes
 
 
 def holm(judged: dict, primary) -> dict:
@@ -814,10 +839,13 @@ def _label(k) -> str:
     return ' '.join(str(x) for x in (getattr(k, 'setting', ''), getattr(k, 'metric', ''), who) if x) or type(k).__name__
 
 
-def _why(judged: dict, final: dict) -> dict:
+def _why(judged: dict, final: dict, primary) -> dict:
     "Why each comparison inconclusive after the correction is: its own reason, or Holm's correction held it back."
+    family = sum(i in primary and j.outcome is not Outcome.UNTESTABLE for i, j in judged.items())
     held = {
-        i: f'{Why.UNDERPOWERED}: p against {j.p_against:.3g}, held back by Holm over {len(final)} comparisons'
+        i: f'{Why.UNDERPOWERED}: p against {j.p_against:.3g}, held back by Holm over {family} comparisons'
+        if i in primary
+        else f'{Why.UNDERPOWERED}: a contradiction of a supporting comparison (p against {j.p_against:.3g})'
         for i, j in judged.items()
         if j.outcome is Outcome.NOT_REPRODUCED and final[i] is Outcome.INCONCLUSIVE
     }
@@ -836,9 +864,11 @@ def _undecided(outcome: Outcome, whys: dict, final: dict) -> str:
 
 def _verdict(c: Claim, idx: list, cells: pd.DataFrame) -> dict:
     "Claim `c` judged on comparisons `idx`: outcome, comparisons' counts, evidence, preconditions, why undecided."
-    judged = {i: _judge_one(c.checks[i], cells) for i in idx}
-    final = holm(judged, range(len(c.checks)) if c.primary is None else c.primary)
-    whys, outcome = _why(judged, final), combine(final.values())
+    stand_ins = c.alike and not ('scale' in cells and cells['scale'].eq('paper').all())
+    judged = {i: Judged(Outcome.UNTESTABLE, '', c.alike) if stand_ins else _judge_one(c.checks[i], cells) for i in idx}
+    primary = range(len(c.checks)) if c.primary is None else c.primary
+    final = holm(judged, primary)
+    whys, outcome = _why(judged, final, primary), combine(final.values())
     ev = ' | '.join(
         f'[{final[i]}{f": {whys[i]}" if whys.get(i) else ""}] {j.evidence}' if len(idx) > 1 else j.evidence
         for i, j in judged.items()
