@@ -857,7 +857,7 @@ def _undecided(outcome: Outcome, whys: dict, final: dict) -> str:
     some comparison was not testable here."""
     if outcome is not Outcome.INCONCLUSIVE:
         return ''
-    kinds = {w.split(':')[0] for w in whys.values() if w}
+    kinds = {w.value for w in Why for r in whys.values() if f'{w.value}:' in r}  # a bound's reason starts with it
     kinds |= {Why.PRECONDITION.value} if Outcome.UNTESTABLE in final.values() else set()
     return ', '.join(w.value for w in Why if w.value in kinds) or Why.PRECONDITION.value
 
