@@ -306,7 +306,7 @@ def _fedgg_setting(data: str, beta: float, methods: dict) -> Setting:
     why = (
         f'{MINI_ROUNDS} rounds of {MINI_LOCAL_STEPS} local steps '
         f'(the paper: 100 rounds of 5 epochs, 40 to 390 steps a round), '
-        'most runs still rising at the last (claims on what they reached: at most inconclusive); '
+        'most runs still rising at the last (claims on what they reached: not testable unless the order held); '
         f'lr {lr:g} for every method (the paper: 0.01), '
         f'the rate at which the most runs learned without diverging '
         f"on seeds {', '.join(map(str, SWEEP_SEEDS))} (`mini_lr`); weight decay 0 (the paper's sources: "
