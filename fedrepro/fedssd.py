@@ -946,14 +946,15 @@ def figure4_client(res: dict) -> int:
 def apply_mechanism(cells: pd.DataFrame) -> pd.DataFrame:
     """Per-seed cells with the mechanism rule applied where their job did not: a healthy cell of a `FEDSSD_MECHANISMS`
     method, but the `UNGATED`, is `term inert` where its run's SSD / CE (median over the rounds; Figure 4's, over its
-    update) is under the level, and `precondition failed` where the cells hold no such value."""
+    update) is under the level, and `precondition failed` where the cells hold no such value. The protocol's own cells
+    (`RISE`, `LEAD`: not the paper's metrics) are the run's, never gated, as `seed_cells` writes them."""
     cells = split_health(cells).reset_index(drop=True)
     value = cells.set_index(['setting', 'method', 'seed', 'metric'])['value']
     value = value[~value.index.duplicated()]
     health, detail = cells['health'].tolist(), cells['detail'].tolist()
     for i, r in cells.iterrows():
         mech = FEDSSD_MECHANISMS.get(r['method'])
-        if mech is None or r['metric'] in UNGATED or r['health'] != Kind.OK:
+        if mech is None or r['metric'] in UNGATED or r['metric'] not in FEDSSD_METRICS or r['health'] != Kind.OK:
             continue
         which = 'SSD / CE in the update' if r['metric'] in ONE_UPDATE_METRICS else 'SSD / CE, median over rounds'
         key = (r['setting'], r['method'], r['seed'])
