@@ -237,7 +237,9 @@ def test_across_settings_the_test_is_welch_and_unpaired():
     a = cells({'A': [0.80, 0.82, 0.81, 0.83, 0.79]})
     b = cells({'A': [0.70, 0.72, 0.71, 0.69, 0.73, 0.7, 0.71]}).assign(setting='T')  # seven runs: no pairing
     v = outcome(Compare('S', 'ACC', 'A', 'A', 'higher', setting_b='T'), pd.concat([a, b]))
-    assert v['outcome'] == 'reproduced' and "Welch's t p" in v['evidence'] and '35 of 35 seed pairs for' in v['evidence']
+    assert (
+        v['outcome'] == 'reproduced' and "Welch's t p" in v['evidence'] and '35 of 35 seed pairs for' in v['evidence']
+    )
 
 
 def test_robustness_names_the_seed_that_carries_a_claim():
