@@ -398,12 +398,13 @@ def test_table_rows_follow_the_paper_definitions():
 
 
 def health_of(accs: dict, loss=None):
-    """FedReg's chapter's cells of hand-made curves, their health and detail by (method, metric); `loss`: {(method,
-    round): test loss}."""
+    """FedReg's chapter's cells of hand-made curves, their health and detail by (method, metric), the paper's metrics
+    only (not the protocol's RISE and LEAD); `loss`: {(method, round): test loss}."""
     c = curves_of(accs)
     for (m, r), v in (loss or {}).items():
         c.loc[(c['method'] == m) & (c['round'] == r), 'test_loss'] = v
-    return seed_cells(FEDREG, c, 'mini').set_index(['method', 'metric'])[['health', 'detail']]
+    cells = seed_cells(FEDREG, c, 'mini')
+    return cells[cells['metric'].isin(list(FEDREG.metrics))].set_index(['method', 'metric'])[['health', 'detail']]
 
 
 def test_r_a_cells_carry_the_preconditions_of_their_target():
