@@ -214,7 +214,7 @@ class Paper:
 
     def ordered_pairs(self, setting: str) -> list:
         """The pairs of methods whose runs in `setting` a claim orders by what they reached (a comparison marked
-        `reached`, or wrapped in `Plateaued`): the pairs whose ordering through the last fifth the evidence records."""
+        `settles`, or wrapped in `Plateaued`): the pairs whose ordering through the last fifth the evidence records."""
         pairs = {}
 
         def walk(k, plateaued=False):
@@ -225,7 +225,7 @@ class Paper:
                     pairs[inner.method, also[0]] = None
                 return walk(inner, plateaued or also is not None)
             same = getattr(k, 'setting', None) == setting and getattr(k, 'setting_b', None) in (None, setting)
-            if same and hasattr(k, 'a') and (plateaued or getattr(k, 'reached', False)):
+            if same and hasattr(k, 'a') and (plateaued or getattr(k, 'settles', False)):
                 pairs[k.a, k.b] = None
 
         for c in self.claims:
@@ -263,18 +263,18 @@ class Paper:
 
     def _scaled(self, k):
         """Comparison `k` as this paper's metrics read it: on the log scale where its metric is a ratio, a time or a
-        round count (`LOG_KINDS`), under the convergence rule where it is an accuracy (`reached`), and with the paper's
+        round count (`LOG_KINDS`), under the convergence rule where it is an accuracy (`settles`), and with the paper's
         own difference (`paper_effect`) where the paper prints both."""
         fields = getattr(k, '__dataclass_fields__', {})
         if 'comparison' in fields and k.comparison is not None:
             return replace(k, comparison=self._scaled(k.comparison))
-        metric = self.metrics.get(getattr(k, 'metric', None)) if {'log', 'reached'} & set(fields) else None
+        metric = self.metrics.get(getattr(k, 'metric', None)) if {'log', 'settles'} & set(fields) else None
         if metric is None:
             return k
         if 'log' in fields:
             k = replace(k, log=metric.kind in LOG_KINDS)
-        if 'reached' in fields:
-            k = replace(k, reached=metric.kind is MetricKind.ACCURACY)
+        if 'settles' in fields:
+            k = replace(k, settles=metric.kind is MetricKind.ACCURACY)
         if 'paper_effect' in fields:
             a, b = (self.paper_value(st, m, k.metric) for st, m in ((k.setting, k.a), (k.setting_b or k.setting, k.b)))
             if all(isinstance(v, (int, float)) for v in (a, b)):

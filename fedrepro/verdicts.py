@@ -306,12 +306,12 @@ class Compare:
     setting_b: str | None = None
     log: bool = False
     paper_effect: float | None = None
-    reached: bool = False  # what runs reached (an accuracy): judged under the convergence rule, `settled`
+    settles: bool = False  # what runs reached (an accuracy): judged under the convergence rule, `settled`
     basis: ClassVar[Basis] = Basis.EMPIRICAL
 
     def judge(self, cells: pd.DataFrame) -> Judged:
         runs = _compared(self)
-        note = settled(self.setting, runs, _pair(self), cells) if self.reached else ''
+        note = settled(self.setting, runs, _pair(self), cells) if self.settles else ''
         va, vb, seeds, out, kept = _paired(
             cells, self.setting, self.metric, self.a, self.b, self.better, setting_b=self.setting_b
         )
@@ -411,11 +411,11 @@ class NotAbove:
     a: str
     b: str
     margin: float
-    reached: bool = False  # what runs reached (an accuracy): judged under the convergence rule, `settled`
+    settles: bool = False  # what runs reached (an accuracy): judged under the convergence rule, `settled`
     basis: ClassVar[Basis] = Basis.EMPIRICAL
 
     def judge(self, cells: pd.DataFrame) -> Judged:
-        note = settled(self.setting, _compared(self), _pair(self), cells) if self.reached else ''
+        note = settled(self.setting, _compared(self), _pair(self), cells) if self.settles else ''
         va, vb, seeds, out, kept = _paired(cells, self.setting, self.metric, self.a, self.b, 'lower')
         d = (va - vb).to_numpy()
         j = decide(d - self.margin, 'less')

@@ -261,3 +261,10 @@ def test_every_paper_declares_the_metrics_its_claims_name():
             set(p.feeds) <= set(p.artefacts)
             and (Path(__file__).resolve().parents[1] / 'nbs' / f'{p.chapter}.ipynb').is_file()
         ), k
+
+
+def test_a_paper_sets_its_scale_fields_and_no_other():
+    "A Paper sets `log`, `settles` and `paper_effect` on its comparisons; a `Never(..., reached=True)` keeps its own."
+    checks = [k for c in PAPERS['fedreg'].claims for k in c.checks]
+    assert sum(isinstance(k, Never) and k.reached for k in checks) == 2  # claims 5b and 9: FedReg reaches R1.0
+    assert any(isinstance(k, Compare) and k.settles for k in checks) and any(getattr(k, 'log', False) for k in checks)
