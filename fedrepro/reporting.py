@@ -267,7 +267,7 @@ def report_verdicts(sources: pd.DataFrame) -> pd.DataFrame:
     out = []
     for k in report_papers():
         cells = paper_cells(k, sources)
-        v = judge(PAPERS[k].claims, cells[SEED_COLUMNS])
+        v = judge(PAPERS[k].claims, cells[[*SEED_COLUMNS, 'scale']])  # the scale: a paper-scale contrast is testable
         v.insert(0, 'paper', k)
         v.insert(3, 'scale', [_claim_scale(c, cells) for c in PAPERS[k].claims])
         out.append(v)
