@@ -48,7 +48,7 @@ nbtest: $(STAMP)
 # that share a fixture. A worker more than the cores gained nothing on 2 cores (fresh clones: 570 s against 567 s)
 TEST_WORKERS ?= auto
 pytest: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests -q -n $(TEST_WORKERS) --dist loadgroup
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests -q -n $(TEST_WORKERS) --dist loadgroup --durations=12
 
 book: $(STAMP)
 	$(BIN)/fedrepro book
