@@ -4,6 +4,7 @@
 
 # %% ../nbs/10_fedreg.ipynb #bdae8cd5
 from __future__ import annotations
+import copy
 import math
 import numpy as np
 import pandas as pd
@@ -22,8 +23,8 @@ __all__ = ['FEDREG_METHODS', 'EMNIST_MINI_LR', 'CIFAR100_MINI_LR', 'CIFAR10_ONE_
            'CT_MINI_LR', 'MINI_TUNED', 'FEDREG_SETTINGS', 'FEDREG_PRIVACY_METHODS', 'DP_CLIP', 'MINI_DP_SIGMA',
            'TABLE4', 'TABLE4_SETTINGS', 'MINI_TABLE4_SKIP', 'FEDREG_THRESHOLDS', 'FEDREG_GPU_RATIOS', 'ETA_FACTORS',
            'SWEEP_FACTORS', 'SWEEP_LEVELS', 'sweep_method', 'MG_UNTUNED', 'FEDREG_CLAIMS', 'FEDREG_METRICS',
-           'FEDREG_FEEDS', 'FEDREG', 'soft_cross_entropy', 'fgsm_ascent', 'pseudo_and_perturbed', 'projection_weights',
-           'project', 'FedReg', 'with_privacy', 'fedreg_cells', 'forgetting_pair']
+           'FEDREG_FEEDS', 'FEDREG', 'soft_cross_entropy', 'fgsm_ascent', 'pseudo_and_perturbed', 'SyntheticPass',
+           'projection_weights', 'project', 'FedReg', 'EagerFedReg', 'with_privacy', 'fedreg_cells', 'forgetting_pair']
 
 # %% ../nbs/10_fedreg.ipynb #038c5498
 def soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -54,6 +55,33 @@ def pseudo_and_perturbed(
     with torch.no_grad():
         ys = F.softmax(model(xs), 1)
     return xs, ys, xp
+
+# %% ../nbs/10_fedreg.ipynb #80314a13
+class SyntheticPass:
+    """The pseudo and perturbed batches `(xs, ys, xp, y)` of one shuffled pass over client `ctx`'s data (eqs. 2–3),
+    batch `k` made when first asked for (`pass_[k]`) by a frozen eval-mode copy of `ctx.model` as it is now: bit for bit
+    the batches of making the whole pass at once."""
+
+    def __init__(self, ctx: ClientContext, seed: int, eta_s: float, eta_p: float, iters: int, clip: bool):
+        self.ctx, self.args, self.made = ctx, (eta_s, eta_p, iters, clip), []
+        self.model = copy.deepcopy(ctx.model).eval()
+        self.gen = torch_rng(seed, ctx.round, ctx.cid, 'synthetic')  # its own: the training batches stay FedAvg's
+        self.batches = batch_schedule(ctx.n, ctx.batch_size, 1, None, self.gen)
+
+    def __len__(self) -> int:
+        return -(-self.ctx.n // self.ctx.batch_size)
+
+    def __getitem__(self, k: int) -> tuple:
+        if not 0 <= k < len(self):
+            raise IndexError(f'batch {k} of a pass of {len(self)}')
+        while len(self.made) <= k:
+            self.made.append(self._make(next(self.batches)))
+        return self.made[k]
+
+    def _make(self, pos: torch.Tensor) -> tuple:
+        data, idx = self.ctx.data, self.ctx.indices[pos.to(self.ctx.indices.device)]
+        x, y = data.prepare(data.x_train.index_select(0, idx), True, self.gen), data.y_train.index_select(0, idx)
+        return (*pseudo_and_perturbed(self.model, x, y, *self.args), y)
 
 # %% ../nbs/10_fedreg.ipynb #c7090776
 def projection_weights(delta: torch.Tensor, gs: torch.Tensor, gp: torch.Tensor, eps: float = 1e-30):
@@ -103,19 +131,9 @@ class FedReg(Algorithm):
     def eta_p(self) -> float:
         return self.hp['eta_s'] / 100 if self.hp['eta_p'] is None else self.hp['eta_p']
 
-    def synthesize(self, ctx: ClientContext) -> list:
-        "Pseudo and perturbed batches `(xs, ys, xp, y)` of one shuffled pass over the client's data (eval mode)."
-        model, data, hp = ctx.model, ctx.data, self.hp
-        # its own stream: the training batches stay FedAvg's
-        gen = torch_rng(self.cfg.seed, ctx.round, ctx.cid, 'synthetic')
-        model.eval()
-        out = []
-        for pos in batch_schedule(ctx.n, ctx.batch_size, 1, None, gen):
-            idx = ctx.indices[pos.to(ctx.indices.device)]
-            x, y = data.prepare(data.x_train.index_select(0, idx), True, gen), data.y_train.index_select(0, idx)
-            out.append((*pseudo_and_perturbed(model, x, y, hp['eta_s'], self.eta_p, hp['iters'], hp['clip']), y))
-        model.train()
-        return out
+    def synthesize(self, ctx: ClientContext) -> SyntheticPass:
+        "The round's pseudo and perturbed batches, by the model as the round starts, each made when a step needs it."
+        return SyntheticPass(ctx, self.cfg.seed, self.hp['eta_s'], self.eta_p, self.hp['iters'], self.hp['clip'])
 
     def client_update(self, ctx: ClientContext, down: dict, state=None):
         fm = ctx.fm
@@ -173,6 +191,23 @@ class FedReg(Algorithm):
         soft_cross_entropy(logits, torch.full_like(logits, 1 / logits.shape[1])).backward()
         u = fm.grad
         return g - (g.dot(u) / (u.dot(u) + 1e-30)) * u
+
+# %% ../nbs/10_fedreg.ipynb #a427a464
+class EagerFedReg(FedReg):
+    """FedReg with the whole pass made before the first step, by the model itself, as the authors' code makes it: the
+    reference `SyntheticPass` is checked against, and the benchmark's 'before'."""
+
+    def synthesize(self, ctx: ClientContext) -> list:
+        model, data, hp = ctx.model, ctx.data, self.hp
+        gen = torch_rng(self.cfg.seed, ctx.round, ctx.cid, 'synthetic')
+        model.eval()
+        out = []
+        for pos in batch_schedule(ctx.n, ctx.batch_size, 1, None, gen):
+            idx = ctx.indices[pos.to(ctx.indices.device)]
+            x, y = data.prepare(data.x_train.index_select(0, idx), True, gen), data.y_train.index_select(0, idx)
+            out.append((*pseudo_and_perturbed(model, x, y, hp['eta_s'], self.eta_p, hp['iters'], hp['clip']), y))
+        model.train()
+        return out
 
 # %% ../nbs/10_fedreg.ipynb #1b83f7a4
 FEDREG_METHODS = {

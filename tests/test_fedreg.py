@@ -7,9 +7,9 @@ import pytest
 import quadprog
 import torch
 from fedrepro.config import ExperimentConfig
-from fedrepro.core import ALGORITHMS, FlatModel
+from fedrepro.core import ALGORITHMS, MODELS, FlatModel
 from fedrepro.engine import Federation
-from fedrepro.models import build_model
+from fedrepro.models import FeatureClassifier, build_model
 from fedrepro.runner import run
 from fedrepro.repro import (
     SEED_COLUMNS,
@@ -32,6 +32,7 @@ from fedrepro.fedreg import (
     FEDREG,
     FEDREG_METHODS,
     MINI_TUNED,
+    EagerFedReg,
     fedreg_cells,
     fgsm_ascent,
     project,
@@ -133,6 +134,41 @@ def test_upload_equals_fedavg():
     assert ALGORITHMS['fedreg'](cfg_of(), torch.zeros(d)).payload(d) == ALGORITHMS['fedavg'](
         cfg_of('fedavg'), torch.zeros(d)
     ).payload(d)
+
+
+# ---- synthesis made when a step needs it
+
+
+def bn_cnn(input_shape, num_classes):
+    "A small CNN with batch norm, whose running statistics move as a client trains."
+    features = torch.nn.Sequential(
+        torch.nn.Conv2d(input_shape[0], 4, 3),
+        torch.nn.BatchNorm2d(4),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(4),
+        torch.nn.Flatten(),
+    )
+    return FeatureClassifier(features, torch.nn.Linear(4 * ((input_shape[1] - 2) // 4) ** 2, num_classes))
+
+
+@pytest.mark.parametrize('steps', [3, 8, 11])  # a client's pass has 8 batches: fewer steps, as many, more
+def test_lazy_synthesis_is_the_eager_pass_bit_for_bit(steps):
+    MODELS._items['bn_cnn'], ALGORITHMS._items['fedreg_eager'] = bn_cnn, EagerFedReg
+    try:
+        cfg = cfg_of(gamma=0.5, eta_s=0.2).replace(
+            partition='iid', partition_params={}, num_clients=10, clients_per_round=2, rounds=1, batch_size=50
+        )
+        cfg = cfg.replace(local_epochs=1, local_steps=steps, model='bn_cnn')
+        lazy, eager = Federation(cfg), Federation(cfg.replace(algorithm='fedreg_eager'))
+        lazy.round(1), eager.round(1)
+    finally:
+        del MODELS._items['bn_cnn'], ALGORITHMS._items['fedreg_eager']
+    assert lazy.fm.num_buffers > 0 and torch.equal(lazy.algo.x, eager.algo.x)  # the round's result
+    made, whole = lazy.algo._synthetic.made, eager.algo._synthetic  # the last client's batches
+    assert len(whole) == 8 and len(made) == min(steps, 8)  # none made that no step uses
+    for a, b in zip(made, whole):
+        assert all(torch.equal(u, v) for u, v in zip(a, b))
+    assert all(torch.equal(u, v) for k in range(8) for u, v in zip(lazy.algo._synthetic[k], whole[k]))
 
 
 @pytest.mark.parametrize(
