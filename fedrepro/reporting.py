@@ -244,32 +244,31 @@ def paper_cells(paper: str, sources: pd.DataFrame) -> pd.DataFrame:
     return cells.drop(columns='this_run').drop_duplicates(['setting', 'method', 'seed', 'metric'], ignore_index=True)
 
 
-def _claim_scale(claim: Claim, cells: pd.DataFrame) -> str:
-    """The scales of the cells a claim's comparisons read, and the devices its `OnDevice` timings come from: 'exact' for
-    exact checks, '—' where none was run."""
+def _claim_scale(claim: Claim, cells: pd.DataFrame, runs: dict) -> str:
+    """The scales of the cells a claim's comparisons read (`runs`: their positions in `cells` by setting, method and
+    metric), and the devices its `OnDevice` timings come from: 'exact' for exact checks, '—' where none was run."""
     if basis(claim.checks) is not Basis.EMPIRICAL:
         return 'exact'
-    read, devices = pd.Series(False, index=cells.index), [k.scale for k in claim.checks if isinstance(k, OnDevice)]
+    read, devices = set(), [k.scale for k in claim.checks if isinstance(k, OnDevice)]
     for k in claim.checks:
         if not hasattr(k, 'metric'):
             continue
         methods = {getattr(k, a, None) for a in ('a', 'b', 'method')} | set(getattr(k, 'methods', ()))
-        read |= (
-            cells['setting'].isin({k.setting, getattr(k, 'setting_b', None)})
-            & cells['method'].isin(methods)
-            & (cells['metric'] == k.metric)
-        )
-    return ', '.join(dict.fromkeys([*cells.loc[read, 'scale'], *devices])) or '—'
+        settings = {k.setting, getattr(k, 'setting_b', None)}
+        read.update(p for st in settings for m in methods for p in runs.get((st, m, k.metric), ()))
+    return ', '.join(dict.fromkeys([*cells['scale'].iloc[sorted(read)], *devices])) or '—'
 
 
-def report_verdicts(sources: pd.DataFrame) -> pd.DataFrame:
-    "Every claim of every paper judged on the cells `sources` locates, with the scale its evidence comes from."
+def report_verdicts(sources: pd.DataFrame, papers=None) -> pd.DataFrame:
+    """Every claim of every paper (of `papers`, given) judged on the cells `sources` locates, with the scale its
+    evidence comes from."""
     out = []
-    for k in report_papers():
+    for k in papers or report_papers():
         cells = paper_cells(k, sources)
         v = judge(PAPERS[k].claims, cells[[*SEED_COLUMNS, 'scale']])  # the scale: a paper-scale contrast is testable
         v.insert(0, 'paper', k)
-        v.insert(3, 'scale', [_claim_scale(c, cells) for c in PAPERS[k].claims])
+        runs = cells.groupby(['setting', 'method', 'metric'], sort=False).indices
+        v.insert(3, 'scale', [_claim_scale(c, cells, runs) for c in PAPERS[k].claims])
         out.append(v)
     return pd.concat(out, ignore_index=True)
 

@@ -566,7 +566,7 @@ def _ray_connect(address):
         return ray, False
     check_ray_answers(address)
     try:
-        ray.init(address=address)
+        ray.init(address=address, include_dashboard=False)  # a local Ray starts without it: seconds of CPU
     except ConnectionError as e:
         named = address or os.environ.get('RAY_ADDRESS') or 'the cluster `ray start` recorded'
         raise bad_value(

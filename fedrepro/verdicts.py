@@ -6,6 +6,7 @@
 from __future__ import annotations
 import math
 import warnings
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -205,18 +206,45 @@ def decide(d, claim: str, log: bool = False, paper: float | None = None, b=None,
     return Judged(Outcome.INCONCLUSIVE, text, p_for=p, p_against=q, why=why)
 
 
+_COLUMNS = ('seed', 'value', 'rounds', 'health', 'detail')  # what a comparison reads of a cell
+_INDEX = ContextVar('index', default=(None, {}, {}))  # the frame judged: its rows by run and metric, its columns
+
+
+@contextmanager
+def _indexed(cells: pd.DataFrame):
+    "Within it, `_rows` of `cells` are looked up, not searched: a judgement reads thousands of runs' rows."
+    rows = cells.groupby(['setting', 'method', 'metric'], sort=False).indices
+    token = _INDEX.set((cells, rows, {c: cells[c].to_numpy() for c in _COLUMNS}))
+    try:
+        yield
+    finally:
+        _INDEX.reset(token)
+
+
+def _rows(cells: pd.DataFrame, setting: str, method: str, metric: str) -> dict:
+    "The `_COLUMNS` of the cells of one method's `metric` in `setting`, as arrays, in their order."
+    frame, rows, columns = _INDEX.get()
+    if frame is cells:
+        at = rows.get((setting, method, metric), np.array([], dtype=int))
+    else:
+        col = lambda c: cells[c].to_numpy()
+        at = np.flatnonzero((col('setting') == setting) & (col('method') == method) & (col('metric') == metric))
+        columns = {c: col(c) for c in _COLUMNS}
+    return {c: v[at] for c, v in columns.items()}
+
+
 def _series(cells: pd.DataFrame, setting: str, method: str, metric: str):
     "Per-seed values (index: seed) of the seeds that can be compared, healthy or failed, and those left out."
-    col = lambda c: cells[c].to_numpy()  # numpy's comparisons: a judgement makes a thousand of these
-    g = cells[(col('setting') == setting) & (col('method') == method) & (col('metric') == metric)]
-    if g.empty:
+    g = _rows(cells, setting, method, metric)
+    if not len(g['seed']):
         raise Untestable(f'{setting} / {method} / {metric}: no per-seed results at this scale')
     kinds = [Kind(h) for h in g['health']]
-    keep = np.array([k is Kind.OK or k in FAILURES for k in kinds])
+    keep = np.array([k is Kind.OK or k in FAILURES for k in kinds], dtype=bool)
     out = [(method, s, str(Health(k, d))) for s, k, d, kp in zip(g['seed'], kinds, g['detail'], keep) if not kp]
     failed = [(s, f'{method} seed {s} {k}') for s, k in zip(g['seed'], kinds) if k in FAILURES]
-    kept = g[keep].set_index('seed')
-    return kept['value'].astype(float), kept['rounds'].astype(float), out, failed
+    seeds = pd.Index(g['seed'][keep], name='seed')
+    as_series = lambda c: pd.Series(g[c][keep].astype(float), seeds, name=c)
+    return as_series('value'), as_series('rounds'), out, failed
 
 
 def _reasons(out: list) -> str:
@@ -685,13 +713,15 @@ class Engaged(_Wraps):
         st = self.comparison.setting
         size = cells[(cells['setting'] == st) & (cells['metric'] == self.term) & cells['method'].isin(self.methods)]
         size = size.pivot_table(index='seed', columns='method', values='value', aggfunc='first')
+        inert = [(s, r) for s, r in size.iterrows() if len(r.dropna()) == len(self.methods) and (r < self.level).all()]
+        if not inert:
+            return self.comparison.judge(cells)
         marked = cells.copy()
-        for seed, row in size.iterrows():
-            if len(row.dropna()) == len(self.methods) and (row < self.level).all():
-                at = (marked['setting'] == st) & marked['method'].isin(self.methods) & (marked['seed'] == seed)
-                at &= marked['health'] == Kind.OK.value
-                why = ', '.join(f'{m} {v:.2g}' for m, v in row.items())
-                marked.loc[at, ['health', 'detail']] = [Kind.INERT.value, f'{self.term}: {why}, under {self.level:g}']
+        for seed, row in inert:
+            at = (marked['setting'] == st) & marked['method'].isin(self.methods) & (marked['seed'] == seed)
+            at &= marked['health'] == Kind.OK.value
+            why = ', '.join(f'{m} {v:.2g}' for m, v in row.items())
+            marked.loc[at, ['health', 'detail']] = [Kind.INERT.value, f'{self.term}: {why}, under {self.level:g}']
         return self.comparison.judge(marked)
 
 
@@ -741,13 +771,12 @@ def settled(setting: str, runs, pair, cells: pd.DataFrame, strict: bool = False)
 def _ordering(setting: str, pair: tuple, cells: pd.DataFrame) -> tuple:
     """On how many seeds the ordering of `pair`'s runs held through the last fifth (the more common of the two
     orders), of how many that logged it."""
-    (a, b), col = pair, lambda c: cells[c].to_numpy()
-    at = (col('setting') == setting) & (col('method') == a) & (col('metric') == f'{LEAD} {b}')
-    back = (col('setting') == setting) & (col('method') == b) & (col('metric') == f'{LEAD} {a}')
-    signs = pd.concat(
-        [cells.loc[at, ['seed', 'value']], cells.loc[back, ['seed', 'value']].assign(value=lambda x: -x['value'])]
-    )
-    signs = signs.dropna().drop_duplicates('seed').set_index('seed')['value']
+    a, b = pair
+    at, back = _rows(cells, setting, a, f'{LEAD} {b}'), _rows(cells, setting, b, f'{LEAD} {a}')
+    seeds = np.concatenate([at['seed'], back['seed']])
+    signs = np.concatenate([at['value'].astype(float), -back['value'].astype(float)])
+    logged = ~np.isnan(signs)
+    signs = signs[logged][np.unique(seeds[logged], return_index=True)[1]]  # a seed's first ordering logged
     return int(max((signs > 0).sum(), (signs < 0).sum())), len(signs)
 
 
@@ -761,17 +790,18 @@ def _compared(c) -> dict:
 def _rising(runs, cells: pd.DataFrame, strict: bool = True) -> str:
     """Which of `runs` ((setting, method) pairs) were still rising at their last round, and on which seeds ('' where
     none was); `strict`: a run that logged no `RISE` counts as rising."""
-    out, col = [], lambda c: cells[c].to_numpy()
+    out = []
     first = next(iter(runs))[0] if runs else None
     for st, m in runs:
-        rows = cells[(col('setting') == st) & (col('method') == m) & (col('metric') == RISE)]
-        up = rows[~(rows['value'] <= PLATEAU_POINTS)]
+        rows = _rows(cells, st, m, RISE)
+        rise = rows['value'].astype(float)
+        up = ~(rise <= PLATEAU_POINTS)
         where = '' if st == first else f' in {st}'
-        if rows.empty and strict:
+        if not len(rise) and strict:
             out.append(f'{m}{where}: no {RISE!r} logged')
-        elif len(up):
-            seeds = ', '.join(map(str, up['seed']))
-            out.append(f'{m}{where} still rising at its last round on seeds {seeds} (by up to {up["value"].max():.3f})')
+        elif up.any():
+            seeds, most = ', '.join(map(str, rows['seed'][up])), pd.Series(rise[up]).max()
+            out.append(f'{m}{where} still rising at its last round on seeds {seeds} (by up to {most:.3f})')
     return '; '.join(out)
 
 
@@ -895,19 +925,24 @@ def _verdict(c: Claim, idx: list, cells: pd.DataFrame) -> dict:
 DECIDED = (Outcome.REPRODUCED, Outcome.PARTLY, Outcome.NOT_REPRODUCED)
 
 
-def robustness(c: Claim, idx: list, cells: pd.DataFrame, outcome: Outcome) -> str:
-    """Whether a decided empirical claim keeps its `outcome` when any one seed is left out (judged on the others, each
-    comparison then needing one seed fewer): 'yes', or the first seed that changes it and to what; '' when undecided."""
-    if outcome not in DECIDED or basis(c.checks[i] for i in idx) is not Basis.EMPIRICAL:
-        return ''
+def robustness(judged: list, cells: pd.DataFrame) -> list:
+    """For each `(claim, idx, outcome)` judged: whether a decided empirical claim keeps its `outcome` when any one seed
+    is left out (judged on the others, each comparison then needing one seed fewer): 'yes', or the first seed that
+    changes it and to what; '' when undecided."""
+    robust = [
+        'yes' if o in DECIDED and basis(c.checks[i] for i in idx) is Basis.EMPIRICAL else '' for c, idx, o in judged
+    ]
     token = _MIN_SEEDS.set(MIN_SEEDS - 1)
     try:
-        for s in sorted(set(cells['seed'])):
-            if (o := _verdict(c, idx, cells[cells['seed'] != s])['outcome']) is not outcome:
-                return f'no: without seed {s}, {o}'
+        for s in sorted(set(cells['seed'])) if any(robust) else []:
+            without = cells[cells['seed'] != s]
+            with _indexed(without):
+                for k, (c, idx, o) in enumerate(judged):
+                    if robust[k] == 'yes' and (other := _verdict(c, idx, without)['outcome']) is not o:
+                        robust[k] = f'no: without seed {s}, {other}'
     finally:
         _MIN_SEEDS.reset(token)
-    return 'yes'
+    return robust
 
 
 VERDICT_COLUMNS = [
@@ -926,10 +961,10 @@ VERDICT_COLUMNS = [
 def judge(claims, cells: pd.DataFrame, partial: bool = False) -> pd.DataFrame:
     """Each claim's outcome, how it is established, its comparisons' counts, evidence and preconditions, why it is
     undecided (`Why`, when inconclusive) and whether it stands without any one seed (`robustness`, when decided)."""
-    out, present, cells = [], set(cells['setting']), split_health(cells)
-    for c in claims:
-        idx = [i for i, k in enumerate(c.checks) if not partial or getattr(k, 'setting', None) in present]
-        if idx:
-            row = _verdict(c, idx, cells)
-            out.append(dict(row, robust=robustness(c, idx, cells, row['outcome'])))
-    return pd.DataFrame(out, columns=VERDICT_COLUMNS)
+    present, cells = set(cells['setting']), split_health(cells)
+    wanted = lambda c: [i for i, k in enumerate(c.checks) if not partial or getattr(k, 'setting', None) in present]
+    chosen = [(c, idx) for c in claims if (idx := wanted(c))]
+    with _indexed(cells):
+        rows = [_verdict(c, idx, cells) for c, idx in chosen]
+    robust = robustness([(c, idx, row['outcome']) for (c, idx), row in zip(chosen, rows)], cells)
+    return pd.DataFrame([dict(row, robust=r) for row, r in zip(rows, robust)], columns=VERDICT_COLUMNS)

@@ -100,7 +100,7 @@ def test_a_sixth_paper_is_listed_run_judged_and_reported(plugin, tmp_path):
         from pathlib import Path
         from fedrepro.book import execute_report
         from fedrepro.repro import artefact_sources, report_verdicts, report_papers, default_jobs
-        v = report_verdicts(artefact_sources({str(tmp_path)!r})).query('paper == "toy"').iloc[0]
+        v = report_verdicts(artefact_sources({str(tmp_path)!r}), ['toy']).iloc[0]
         print(report_papers()[-1], default_jobs()[-1], v['claim'], v['outcome'], v['comparisons'], sep='|')
         nb = execute_report(Path({str(ROOT)!r}), Path({str(tmp_path)!r}))
         print('REPORT', nb)
