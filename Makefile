@@ -59,6 +59,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/evaluation.py
 	OMP_NUM_THREADS=1 $(BIN)/python bench/pooling.py
 	OMP_NUM_THREADS=1 $(BIN)/python bench/fedreg_floor.py
+	OMP_NUM_THREADS=1 $(BIN)/python bench/fedreg_steps.py
+	OMP_NUM_THREADS=1 $(BIN)/python bench/fedcurv_round.py
 	OMP_NUM_THREADS=1 $(BIN)/python bench/method_cost.py
 	$(BIN)/python bench/startup.py
 

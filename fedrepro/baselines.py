@@ -6,6 +6,9 @@
 from __future__ import annotations
 import torch
 import torch.nn.functional as F
+from torch import nn
+from torch.func import vmap
+from torch.nn.grad import conv2d_weight
 from .core import ALGORITHMS, FlatModel, check
 from fedrepro.engine import (
     Algorithm,
@@ -18,8 +21,8 @@ from fedrepro.engine import (
 )
 
 # %% auto #0
-__all__ = ['StepMeans', 'prox_penalty', 'FedProx', 'Scaffold', 'empirical_fisher', 'minibatch_fisher', 'fisher_batches',
-           'FedCurv']
+__all__ = ['FISHER_SUMS', 'StepMeans', 'prox_penalty', 'FedProx', 'Scaffold', 'summable_layers', 'empirical_fisher',
+           'minibatch_fisher', 'fisher_batches', 'FedCurv']
 
 # %% ../nbs/05a_baselines.ipynb #4c9d9992
 def _check_number(params: dict, key: str, minimum: float = 0.0, strict: bool = False):
@@ -185,26 +188,90 @@ class Scaffold(StepMeans, Algorithm):
         self.c = dc if self.c is None else self.c + dc
 
 # %% ../nbs/05a_baselines.ipynb #b13d39ce
+def _add_vmap(total: torch.Tensor, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor):
+    "Add to `total` the squared per-sample cross-entropy gradients summed over the samples, by `torch.func`."
+    g = per_example_grads(model, x, y)
+    total.add_(torch.cat([g[k].pow(2).sum(0).reshape(-1) for k, _ in model.named_parameters()]))
+
+
+def _add_loop(total: torch.Tensor, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor):
+    "The same, one sample at a time: any model."
+    for xi, yi in zip(x, y):
+        gi = torch.autograd.grad(F.cross_entropy(model(xi[None]), yi[None]), list(model.parameters()))
+        total.add_(torch.cat([t.reshape(-1) for t in gi]).pow(2))
+
+
+def summable_layers(model: torch.nn.Module) -> list | None:
+    """The layers holding `model`'s parameters if each is a Linear or an ungrouped, zero-padded Conv2d (what
+    `_add_layers` takes), else None."""
+    layers = [m for m in model.modules() if next(m.parameters(recurse=False), None) is not None]
+    conv = lambda m: isinstance(m, nn.Conv2d) and m.groups == 1 and m.padding_mode == 'zeros'
+    ok = lambda m: isinstance(m, nn.Linear) or (conv(m) and not isinstance(m.padding, str))
+    return layers if all(map(ok, layers)) else None
+
+
+def _conv_weight_grads(m: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    "Each sample's gradient of convolution `m`'s weight, from its inputs `a` and output gradients `g`."
+    one = lambda ai, gi: conv2d_weight(ai[None], m.weight.shape, gi[None], m.stride, m.padding, m.dilation)
+    return vmap(one)(a, g)
+
+
+def _add_layers(total: torch.Tensor, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor):
+    """The same from one forward and one backward pass of the summed loss, whose gradient $g_n$ at a layer's output is
+    sample $n$'s own (in eval mode samples do not interact): a Linear's weight gives $\\sum_n(g_na_n^\\top)^2=
+    (g^2)^\\top a^2$ for its inputs $a_n$, with no per-sample matrix; a convolution its samples' weight gradients
+    (`conv2d_weight`, vectorised), squared and summed. Models of Linear and Conv2d layers only (`summable_layers`)."""
+    layers, seen = summable_layers(model), {}
+    check(layers is not None, 'model', type(model).__name__, "one of Linear and Conv2d layers only ('vmap' takes any)")
+
+    def keep(m, inputs, out):
+        check(m not in seen, 'model', type(model).__name__, "one that applies each layer once ('vmap' takes any)")
+        seen[m] = inputs[0], out, out._version
+
+    hooks = [m.register_forward_hook(keep) for m in layers]
+    try:
+        loss = F.cross_entropy(model(x), y, reduction='sum')
+    finally:
+        for h in hooks:
+            h.remove()
+    fine = all(out._version == v and (a.dim() == 2 or out.dim() == 4) for a, out, v in seen.values())
+    check(fine, 'model', type(model).__name__, "one with Linear layers on vectors, no output changed in place ('vmap')")
+    grads = torch.autograd.grad(loss, [out for _, out, _ in seen.values()], allow_unused=True)
+    sums = {}
+    for (m, (a, _, _)), g in zip(seen.items(), grads):
+        if g is None:  # a layer the loss does not reach: zero gradients
+            continue
+        if isinstance(m, nn.Conv2d):
+            sums[m.weight], g = _conv_weight_grads(m, a, g).square().sum(0), g.sum((2, 3))
+        else:
+            sums[m.weight] = g.square().T @ a.square()
+        if m.bias is not None:
+            sums[m.bias] = g.square().sum(0)
+    total.add_(torch.cat([sums.get(p, torch.zeros_like(p)).reshape(-1) for p in model.parameters()]))
+
+
+FISHER_SUMS = {'vmap': _add_vmap, 'layers': _add_layers, 'loop': _add_loop}
+
+
 def empirical_fisher(
-    fm: FlatModel, x: torch.Tensor, y: torch.Tensor, chunk: int | None = None, vectorize: bool = True
+    fm: FlatModel, x: torch.Tensor, y: torch.Tensor, chunk: int | None = None, how: str = 'vmap'
 ) -> torch.Tensor:
     """Diagonal empirical Fisher at `fm`'s parameters: the mean over samples of the squared per-sample cross-entropy
-    gradient (flat, params only)."""
+    gradient (flat, params only), `chunk` samples at a time, each chunk's sum by `how` (`FISHER_SUMS`): 'vmap'
+    (`torch.func`; a model it cannot batch falls back to 'loop'), 'layers' (one backward pass) or 'loop'."""
+    check(how in FISHER_SUMS, 'how', how, ' or '.join(map(repr, FISHER_SUMS)))
     model = fm.model
     chunk = chunk or max(1, min(len(y), 2**24 // fm.num_params))  # bounds the per-sample gradients held at once
     total = torch.zeros_like(fm.grad)
     for i in range(0, len(y), chunk):
         xb, yb = x[i : i + chunk], y[i : i + chunk]
-        if vectorize:
-            try:
-                g = per_example_grads(model, xb, yb)
-                total.add_(torch.cat([g[k].pow(2).sum(0).reshape(-1) for k, _ in model.named_parameters()]))
-                continue
-            except (RuntimeError, NotImplementedError):
-                vectorize = False  # a model vmap cannot batch: one sample at a time
-        for xi, yi in zip(xb, yb):
-            gi = torch.autograd.grad(F.cross_entropy(model(xi[None]), yi[None]), list(model.parameters()))
-            total.add_(torch.cat([t.reshape(-1) for t in gi]).pow(2))
+        try:
+            FISHER_SUMS[how](total, model, xb, yb)
+        except (RuntimeError, NotImplementedError):
+            if how != 'vmap':
+                raise
+            how = 'loop'  # a model vmap cannot batch: one sample at a time
+            _add_loop(total, model, xb, yb)
     return total / len(y)
 
 # %% ../nbs/05a_baselines.ipynb #659b7566

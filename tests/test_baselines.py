@@ -208,8 +208,31 @@ def test_fisher_is_mean_of_squared_per_sample_gradients(model):
         expected += fed.fm.grad**2
     expected /= len(y)
     assert expected.abs().max() > 0
-    torch.testing.assert_close(empirical_fisher(fed.fm, x, y, chunk=5), expected, rtol=1e-4, atol=1e-9)
-    torch.testing.assert_close(empirical_fisher(fed.fm, x, y, vectorize=False), expected, rtol=1e-4, atol=1e-9)
+    for how in ('vmap', 'layers', 'loop'):
+        torch.testing.assert_close(empirical_fisher(fed.fm, x, y, chunk=5, how=how), expected, rtol=1e-4, atol=1e-9)
+
+
+def test_the_per_layer_fisher_equals_the_vectorised_one_and_refuses_what_it_cannot_sum():
+    "'layers' on a model of convolutions and linears (FedGC's), to float rounding; a Fixup ResNet's scalars refused."
+    fed = Federation(
+        ExperimentConfig(
+            dataset='digits-domains', model='hwdigits_cnn', num_clients=4, clients_per_round=2, device='cpu'
+        )
+    )
+    idx = fed.data.clients[0][:40]
+    x, y = fed.data.prepare(fed.data.x_train[idx]), fed.data.y_train[idx]
+    fed.fm.model.eval()
+    vmapped = empirical_fisher(fed.fm, x, y)
+    torch.testing.assert_close(
+        empirical_fisher(fed.fm, x, y, how='layers'), vmapped, rtol=1e-5, atol=1e-6 * vmapped.max()
+    )
+    resnet = Federation(
+        ExperimentConfig(dataset='digits-mnist', model='resnet9', num_clients=4, clients_per_round=2, device='cpu')
+    )
+    with pytest.raises(ValueError, match='Linear and Conv2d layers only'):
+        empirical_fisher(resnet.fm, x[:2], y[:2], how='layers')
+    with pytest.raises(ValueError, match="how='exact' is not allowed"):
+        empirical_fisher(fed.fm, x, y, how='exact')
 
 
 def test_fedcurv_sums_and_penalty_gradient():
