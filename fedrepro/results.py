@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from .core import bad_value, check, get_device, write_json
 from .config import ExperimentConfig
-from .runner import run, RunResult, deterministic_requested, CUBLAS_DETERMINISTIC
+from .runner import run, RunResult, check_run_args, deterministic_requested, CUBLAS_DETERMINISTIC
 
 # %% auto #0
 __all__ = ['RUNS_PER_GPU_ENV', 'RUNS_PER_GPU_DEFAULT', 'WORKERS_ENV', 'GPUS_PER_RUN_ENV', 'MEMORY_PER_RUN_ENV', 'FAILED_RUNS',
@@ -404,7 +404,11 @@ def run_many(
     """Run (or resume) every config of `cfgs` in `out`, on single-thread processes or as Ray tasks; `kw` go to `run`.
     A failed run does not stop the others: the grid ends with a `GridError` naming each failed config and its error,
     also kept in `<out>/failed_runs.json` (`fail_fast=True`: the first error stops the grid)."""
+    one = isinstance(cfgs, (ExperimentConfig, str, dict)) or not hasattr(cfgs, '__iter__')
+    check(not one, 'cfgs', cfgs, 'a list of ExperimentConfigs (one config: [cfg])')
     cfgs = list(cfgs)
+    for c in cfgs:
+        check_run_args(c, out, kw.get('callbacks', ()))
     if deterministic_requested(kw.get('deterministic')):
         # the workers inherit it, before their first CUDA call
         os.environ.setdefault('CUBLAS_WORKSPACE_CONFIG', CUBLAS_DETERMINISTIC)

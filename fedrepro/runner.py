@@ -26,7 +26,7 @@ from .engine import Federation, ClientStore
 # %% auto #0
 __all__ = ['DETERMINISTIC_ENV', 'CUBLAS_DETERMINISTIC', 'ALLOW_ENV_CHANGE_ENV', 'UNVERIFIED', 'cpu_model', 'environment',
            'RunResult', 'divergence', 'accuracy_summary', 'summarize_run', 'deterministic_requested',
-           'deterministic_algorithms', 'code_version', 'local_means', 'run']
+           'deterministic_algorithms', 'code_version', 'local_means', 'check_run_args', 'run']
 
 # %% ../nbs/06_runner.ipynb #851b329f
 def cpu_model() -> str:
@@ -486,6 +486,15 @@ def _segments(run_dir: Path, fed: Federation, start: int) -> dict:
     }
 
 
+def check_run_args(cfg, out, callbacks=()):
+    "`run`'s arguments, checked before anything is trained or written: one error naming the argument and what it takes."
+    config = 'an ExperimentConfig (from a dict: ExperimentConfig.from_dict)'
+    check(isinstance(cfg, ExperimentConfig), 'cfg', cfg, config)
+    check(isinstance(out, (str, os.PathLike)), 'out', out, 'a folder: a str or a pathlib.Path')
+    every_callable = isinstance(callbacks, (list, tuple)) and all(map(callable, callbacks))
+    check(every_callable, 'callbacks', callbacks, "a list of callables, each called with every round's row")
+
+
 def run(
     cfg: ExperimentConfig,
     out='runs',
@@ -499,6 +508,7 @@ def run(
 ) -> RunResult:
     """Run `cfg` (or resume it) in `out/<cfg.run_name>`, writing its records; returns them. `allow_env_change`: resume
     under another thread count, device or torch (None: as `FEDREPRO_ALLOW_ENV_CHANGE` says)."""
+    check_run_args(cfg, out, callbacks)
     deterministic = deterministic_requested(deterministic)
     if allow_env_change is None:
         allow_env_change = os.environ.get(ALLOW_ENV_CHANGE_ENV, '0') == '1'

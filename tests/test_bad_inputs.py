@@ -205,6 +205,28 @@ def test_from_dict_refuses_what_is_not_a_config(case):
     assert all(w in str(e.value) for w in words), str(e.value)
 
 
+# ---- the library's functions: a wrong argument refused before anything trains or is written
+
+_CFG = ExperimentConfig(dataset='digits', model='mlp', num_clients=4, clients_per_round=2, rounds=1, device='cpu')
+CALLS = {  # case: (call, words the ValueError must hold)
+    'run a dataset name': (lambda out: run('digits', out), ["cfg='digits' is not allowed: an ExperimentConfig"]),
+    'run a dict': (lambda out: run(_CFG.to_dict(), out), ['is not allowed: an ExperimentConfig (from a dict']),
+    'run out a number': (lambda out: run(_CFG, out=123), ['out=123 is not allowed: a folder']),
+    'run callbacks print': (lambda out: run(_CFG, out, callbacks=print), ['callbacks=<built-in function print>']),
+    'run_many one config': (lambda out: run_many(_CFG, out), ['is not allowed: a list of ExperimentConfigs']),
+    'run_many a name in the list': (lambda out: run_many([_CFG, 'x'], out), ["cfg='x' is not allowed"]),
+}
+
+
+@pytest.mark.parametrize('case', CALLS)
+def test_a_library_function_refuses_a_wrong_argument_before_it_trains(case, tmp_path):
+    call, words = CALLS[case]
+    with pytest.raises(ValueError) as e:
+        call(tmp_path / 'runs')
+    assert all(w in str(e.value) for w in words), str(e.value)
+    assert not (tmp_path / 'runs').exists() or not any((tmp_path / 'runs').rglob('metrics.csv'))
+
+
 # ---- one value, one spelling: configs written differently but equal hash equally, so a finished run is found, not
 # redone
 
