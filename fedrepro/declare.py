@@ -337,6 +337,13 @@ class Paper:
                 v,
                 f'one of {[*self.methods, *self.figure_methods]}',
             )
+        if hasattr(comparison, 'a') and getattr(comparison, 'setting_b', None) in (None, comparison.setting):
+            check(
+                comparison.a != comparison.b,
+                f'{where}: methods',
+                (comparison.a, comparison.b),
+                'two different methods (one method in two settings: setting_b)',
+            )
         if hasattr(comparison, 'metric'):
             check(
                 comparison.metric in self.metrics,

@@ -227,6 +227,27 @@ def test_a_library_function_refuses_a_wrong_argument_before_it_trains(case, tmp_
     assert not (tmp_path / 'runs').exists() or not any((tmp_path / 'runs').rglob('metrics.csv'))
 
 
+def test_a_claim_comparing_a_method_with_itself_is_refused_when_declared():
+    from fedrepro.repro import BEST_ACC, Claim, Compare, Paper, Setting
+
+    common = dict(dataset='digits', model='mlp', num_clients=4, clients_per_round=2)
+    setting = Setting(common, {'FedAvg': {'lr': 0.1}, 'Other': {'lr': 0.1}}, mini={})
+    claim = lambda b: Claim('T1', 'FedAvg beats b', (Compare('digits', 'ACC', 'FedAvg', b, 'higher'),))
+    paper = lambda b: Paper(
+        'selfie',
+        'nobody',
+        {'FedAvg': 'fedavg', 'Other': 'fedprox'},
+        {'digits': setting},
+        claims=[claim(b)],
+        metrics={'ACC': BEST_ACC},
+    )
+    with pytest.raises(
+        ValueError, match=r"selfie claim T1: methods=\('FedAvg', 'FedAvg'\) is not allowed: two different"
+    ):
+        paper('FedAvg')
+    assert paper('Other').claims[0].key == 'T1'  # against another method it is declared
+
+
 # ---- one value, one spelling: configs written differently but equal hash equally, so a finished run is found, not
 # redone
 
