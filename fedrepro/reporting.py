@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 import numpy as np
 import pandas as pd
-from .core import PAPERS
+from .core import PAPERS, check
 from .declare import Basis, Kind, Outcome
 from .evidence import SEED_COLUMNS, from_one_source, read_seed_csv
 from .verdicts import OUTCOMES, Claim, OnDevice, Why, basis, judge
@@ -195,6 +195,8 @@ def artefact_sources(results=None) -> pd.DataFrame:
     """Every paper artefact and where its evidence is read: `results` (a `fedrepro reproduce --out` folder) where that
     holds its CSV, else the committed `mini` run; with the scales and seeds its CSVs name. Every CSV read is checked
     (`check_artefact`): a damaged one is refused in one line, naming the file and its first bad row."""
+    if results:
+        check(Path(results).is_dir(), 'results', results, 'a folder `fedrepro reproduce --out` wrote, or None')
     committed, results = committed_results(), Path(results).resolve() if results else None
     rows = []
     order = report_papers()
@@ -262,6 +264,10 @@ def _claim_scale(claim: Claim, cells: pd.DataFrame, runs: dict) -> str:
 def report_verdicts(sources: pd.DataFrame, papers=None) -> pd.DataFrame:
     """Every claim of every paper (of `papers`, given) judged on the cells `sources` locates, with the scale its
     evidence comes from."""
+    columns = {'paper', 'artefact', 'folder', 'source', 'scale'}
+    table = isinstance(sources, pd.DataFrame) and columns <= set(sources.columns)
+    check(table, 'sources', sources, 'the table artefact_sources() returns')
+    check(papers is None or set(papers) <= set(PAPERS), 'papers', papers, f'None or some of {report_papers()}')
     out = []
     for k in papers or report_papers():
         cells = paper_cells(k, sources)

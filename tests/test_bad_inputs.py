@@ -21,6 +21,7 @@ from fedrepro.cli import main
 from fedrepro import runner
 from fedrepro.runner import run
 from fedrepro.results import run_many
+from fedrepro.repro import artefact_sources, report_verdicts
 from test_runner import Stop, stop_after
 
 # ---- the API: a config refused on creation, with the field, the value and what is allowed
@@ -215,6 +216,12 @@ CALLS = {  # case: (call, words the ValueError must hold)
     'run callbacks print': (lambda out: run(_CFG, out, callbacks=print), ['callbacks=<built-in function print>']),
     'run_many one config': (lambda out: run_many(_CFG, out), ['is not allowed: a list of ExperimentConfigs']),
     'run_many a name in the list': (lambda out: run_many([_CFG, 'x'], out), ["cfg='x' is not allowed"]),
+    'report_verdicts a string': (lambda out: report_verdicts('w'), ["sources='w' is not allowed: the table"]),
+    'report_verdicts a paper name': (
+        lambda out: report_verdicts(artefact_sources(), 'fedimp'),
+        ["papers='fedimp' is not allowed: None or some of"],
+    ),
+    'artefact_sources a missing folder': (lambda out: artefact_sources(out), ['is not allowed: a folder']),
 }
 
 
