@@ -191,6 +191,9 @@ class ExperimentConfig:
         check(
             m is None or number(m) and m > 0, 'memory_per_run_gb', m, 'None (estimated) or a finite number of GiB > 0'
         )
+        g = self.gpus_per_run
+        gpus = g is None or number(g) and 0 < g and (g <= 1 or float(g).is_integer())
+        check(gpus, 'gpus_per_run', g, "None (the grid's) or a share of one GPU in (0, 1], or a whole number of GPUs")
         check(self.weighting in ('samples', 'uniform'), 'weighting', self.weighting, "'samples' or 'uniform'")
         check(integer(self.seed) and self.seed >= 0, 'seed', self.seed, 'an integer >= 0')
         check(

@@ -57,6 +57,8 @@ REFUSED = {  # case: (config fields, words the ValueError must hold)
     'eval_local text': (dict(eval_local='yes'), ["eval_local='yes' is not allowed: True or False"]),
     'eval_local 1': (dict(eval_local=1), ['eval_local=1 is not allowed: True or False']),
     'checkpoint_every 0': (dict(checkpoint_every=0), ['checkpoint_every=0 is not allowed']),
+    'gpus_per_run NaN': (dict(gpus_per_run=float('nan')), ["gpus_per_run=nan is not allowed: None (the grid's)"]),
+    'gpus_per_run 1.5': (dict(gpus_per_run=1.5), ['gpus_per_run=1.5 is not allowed', 'a whole number of GPUs']),
     'lr 0': (dict(lr=0), ['lr=0 is not allowed: a finite number > 0']),
     'lr negative': (dict(lr=-0.1), ['lr=-0.1 is not allowed: a finite number > 0']),
     'lr nan': (dict(lr=float('nan')), ['lr=nan is not allowed']),
