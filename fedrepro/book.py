@@ -12,12 +12,12 @@ import shutil
 import subprocess
 from contextlib import contextmanager
 from pathlib import Path
-from .core import check, environment_set
+from .core import bad_value, check, environment_set
 
 # %% auto #0
 __all__ = ['REPORT', 'KATEX_VERSION', 'REMOTE', 'README_NOTE', 'project_root', 'process', 'execute_report', 'use_results',
            'render', 'build_book', 'assets_dir', 'remote_assets', 'localise_assets', 'own_pages', 'localise_links',
-           'localise_search', 'readme_markdown', 'write_readme']
+           'localise_search', 'notebook_cells', 'readme_markdown', 'write_readme']
 
 # %% ../nbs/09_book.ipynb #e53b7248
 _env = environment_set
@@ -360,11 +360,21 @@ def localise_search(docs) -> bool:
 README_NOTE = '<!-- Generated from nbs/index.ipynb by `fedrepro readme`: edit the notebook, not this file. -->'
 
 
+def notebook_cells(path) -> list:
+    "The cells of the notebook at `path`; a file that is not one refused in one line naming it."
+    try:
+        cells = json.loads(Path(path).read_text(encoding='utf-8'))['cells']
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise bad_value('notebook', str(path), f'a Jupyter notebook ({type(e).__name__}: {e})') from None
+    check(isinstance(cells, list), 'notebook', str(path), 'a Jupyter notebook, whose cells are a list')
+    return cells
+
+
 def readme_markdown(landing) -> str:
     """The landing notebook `landing` as GitHub markdown: its markdown cells, and what its code cells display as
     markdown."""
     parts = []
-    for c in json.loads(Path(landing).read_text(encoding='utf-8'))['cells']:
+    for c in notebook_cells(landing):
         if c['cell_type'] == 'markdown':
             parts.append(''.join(c['source']))
         else:

@@ -986,3 +986,17 @@ def test_a_per_seed_file_without_its_table_is_refused(tmp_path):
     assert (
         '\n' not in msg and 'fedreg_figure2_seeds.csv is damaged: it has no table fedreg_figure2.csv beside it' in msg
     )
+
+
+@pytest.mark.parametrize('landing', ['{}', '{"cells": [', '{"cells": 3}'])
+def test_readme_refuses_a_damaged_landing_notebook_in_one_line_and_keeps_the_readme(landing, tmp_path, monkeypatch):
+    root = Path(__file__).resolve().parents[1]
+    for name in ('settings.ini', '_quarto.yml'):
+        shutil.copy(root / name, tmp_path / name)
+    (tmp_path / 'nbs').mkdir()
+    (tmp_path / 'nbs' / 'index.ipynb').write_text(landing)
+    (tmp_path / 'README.md').write_text('kept')
+    monkeypatch.chdir(tmp_path)
+    code, err = fedrepro(['readme'])
+    assert code == 2 and len(err.strip().splitlines()) == 1 and 'index.ipynb' in err and 'a Jupyter notebook' in err
+    assert (tmp_path / 'README.md').read_text() == 'kept'
