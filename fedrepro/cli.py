@@ -35,6 +35,14 @@ def _parse_bool(text: str) -> bool:
     return text.lower() in ('true', '1')
 
 
+def _boolean(text: str) -> bool:
+    "A boolean option (true, false, 1 or 0, any case); anything else refused by argparse in one line that says so."
+    try:
+        return _parse_bool(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'{text!r} is not allowed: true or false (or 1, 0)') from None
+
+
 _LITERALS = {'True': True, 'False': False, 'None': None}  # Python's spellings, beside JSON's true, false and null
 
 
@@ -147,7 +155,7 @@ def _run_parser(sub):
         p.add_argument(
             '--' + f.name.replace('_', '-'),
             dest=f.name,
-            type=_TYPES[f.type],
+            type=_boolean if f.type == 'bool' else _TYPES[f.type],
             default=None,
             help=f'(default: {default})',
         )

@@ -342,6 +342,8 @@ CLI = {  # case: (argv, exit code, words of the message); '{file}' is a file
     '--lr not a number': (RUN + ['--lr', 'abc'], 2, ["argument --lr: invalid float value: 'abc'"]),
     '--seed not a number': (RUN + ['--seed', 'abc'], 2, ["argument --seed: invalid int value: 'abc'"]),
     '--seed negative': (RUN + ['--seed', '-1'], 2, ['seed=-1 is not allowed']),
+    '--eval-local yes': (RUN + ['--eval-local', 'yes'], 2, ["--eval-local: 'yes' is not allowed: true or false"]),
+    '--download maybe': (RUN + ['--download', 'maybe'], 2, ["--download: 'maybe' is not allowed: true or false"]),
     '--set lr not a number': (RUN + ['--set', 'lr=abc'], 2, ["lr='abc' is not allowed: a value of type float"]),
     '--set local_steps not a number': (
         RUN + ['--set', 'local_steps=abc'],
