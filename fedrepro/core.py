@@ -114,6 +114,8 @@ def get_device(device: str = 'auto') -> torch.device:
         raise bad_value('device', device, "'auto', 'cpu', 'cuda' or 'cuda:N'") from None
     if dev.type == 'cuda' and not torch.cuda.is_available():
         raise bad_value('device', device, "a device this machine has; no CUDA GPU is available (use 'auto' or 'cpu')")
+    if dev.type == 'mps' and not (torch.backends.mps.is_built() and torch.backends.mps.is_available()):
+        raise bad_value('device', device, "a device this machine has; no Apple GPU here (use 'auto' or 'cpu')")
     return dev
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from fedrepro.config import ExperimentConfig
 from fedrepro.cli import main
 from fedrepro import runner
@@ -381,6 +382,11 @@ CLI = {  # case: (argv, exit code, words of the message); '{file}' is a file
     ),
     '--alpha under iid': (RUN + ['--alpha', '0.3'], 2, ["partition_params['alpha']=0.3 is not allowed"]),
     '--device gpu': (RUN + ['--device', 'gpu'], 2, ["device='gpu' is not allowed"]),
+    **(
+        {}
+        if torch.backends.mps.is_available()
+        else {'--device mps without one': (RUN + ['--device', 'mps'], 2, ["device='mps' is not allowed: a device"])}
+    ),
     '--dp-clip under moon': (
         RUN + ['--algorithm', 'moon', '--dp-clip', '1'],
         2,
