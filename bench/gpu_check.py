@@ -621,6 +621,16 @@ def parse(argv=None):
         args.rounds = 2
     if args.budget_s <= 0:
         ap.error(f'--budget-s={args.budget_s:g} is not allowed: a number of seconds > 0')
+    if args.check_steps < 0:
+        ap.error(f'--check-steps={args.check_steps} is not allowed: a number of local steps >= 0 (0: no comparison)')
+    try:
+        get_device(args.device)
+    except ValueError as e:
+        ap.error(str(e))
+    try:
+        measured_before(args.resume)  # a damaged or missing file refused now, not after the first row
+    except (OSError, ValueError, KeyError, csv.Error) as e:
+        ap.error(f'--resume {args.resume} is not allowed: an earlier gpu_check.csv ({type(e).__name__}: {e})')
     return args
 
 

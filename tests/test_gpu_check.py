@@ -168,3 +168,36 @@ def test_the_fedgc_attack_reads_the_labels_off_resnet9s_bias():
     assert row['setting'] == 'CIFAR10-10' and gc.paper_config(row).model == 'resnet9'
     out = gc.attack_time(row, args, torch.device('cpu'))
     assert out['attack_s'] > 0 and out['attack_iters'] == 1000 and out['params'] > 6e6
+
+
+BAD = {  # case: (arguments, a file's bytes for {file} or None, words of the one line)
+    'check steps negative': (['--check-steps=-1'], None, '--check-steps=-1 is not allowed'),
+    'resume missing': (['--resume', '{missing}'], None, 'an earlier gpu_check.csv (FileNotFoundError'),
+    'resume without its columns': (['--resume', '{file}'], b'paper,setting\nx,y\n', "(KeyError: 'status')"),
+    'resume binary': (['--resume', '{file}'], bytes(range(128, 256)), '(UnicodeDecodeError'),
+}
+
+
+@pytest.mark.parametrize('case', BAD)
+def test_bad_input_is_one_line_before_any_row(case, tmp_path, capsys):
+    sys.path.insert(0, str(SCRIPT.parent))
+    from gpu_check import parse
+
+    args, content, words = BAD[case]
+    if content is not None:
+        (tmp_path / 'earlier.csv').write_bytes(content)
+    where = {'{file}': str(tmp_path / 'earlier.csv'), '{missing}': str(tmp_path / 'missing.csv')}
+    with pytest.raises(SystemExit) as e:
+        parse(['--device', 'cpu', *(where.get(a, a) for a in args)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and words in err[-1], err
+
+
+@pytest.mark.skipif(__import__('torch').cuda.is_available(), reason='this machine has a GPU')
+def test_the_default_device_without_a_gpu_is_one_line(capsys):
+    sys.path.insert(0, str(SCRIPT.parent))
+    from gpu_check import parse
+
+    with pytest.raises(SystemExit) as e:
+        parse([])
+    assert e.value.code == 2 and "device='cuda' is not allowed" in capsys.readouterr().err
