@@ -4,6 +4,7 @@
 
 # %% ../nbs/09e_reporting.ipynb #6214c57b
 from __future__ import annotations
+import math
 from pathlib import Path
 import numpy as np
 import pandas as pd
@@ -66,9 +67,9 @@ TABLE_COLUMNS = ['setting', 'method', 'metric', 'paper', 'ours', 'scale', 'seeds
 
 
 def _is_number(text: str) -> bool:
+    "A number, infinities included (a threshold never reached); not NaN, which no cell means (an empty value does)."
     try:
-        float(text)
-        return True
+        return not math.isnan(float(text))
     except ValueError:
         return False
 
