@@ -9,7 +9,7 @@ import difflib
 import json
 import time
 from dataclasses import fields, MISSING
-from .core import check, bad_value, DATASETS, PARTITIONS, MODELS, ALGORITHMS
+from .core import check, bad_value, parse_bool, DATASETS, PARTITIONS, MODELS, ALGORITHMS
 from .config import ExperimentConfig, model_options
 from .runner import run
 from pathlib import Path
@@ -26,19 +26,14 @@ _TYPES = {
     'str': str,
     'int | None': int,
     'float | None': float,
-    'bool': lambda s: _parse_bool(s),
+    'bool': lambda s: parse_bool(s, 'a boolean option'),
 }
-
-
-def _parse_bool(text: str) -> bool:
-    check(text.lower() in ('true', 'false', '1', '0'), 'a boolean option', text, 'true or false')
-    return text.lower() in ('true', '1')
 
 
 def _boolean(text: str) -> bool:
     "A boolean option (true, false, 1 or 0, any case); anything else refused by argparse in one line that says so."
     try:
-        return _parse_bool(text)
+        return parse_bool(text, 'a boolean option')
     except ValueError:
         raise argparse.ArgumentTypeError(f'{text!r} is not allowed: true or false (or 1, 0)') from None
 

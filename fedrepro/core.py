@@ -19,8 +19,8 @@ from torch import nn
 
 # %% auto #0
 __all__ = ['DATASETS', 'PARTITIONS', 'MODELS', 'ALGORITHMS', 'PAPERS', 'bad_value', 'check', 'load_modules', 'Registry',
-           'get_device', 'derive_seed', 'in_test', 'numpy_rng', 'torch_rng', 'environment_set', 'FlatModel',
-           'atomic_write', 'write_json']
+           'get_device', 'derive_seed', 'in_test', 'numpy_rng', 'torch_rng', 'environment_set', 'parse_bool',
+           'env_flag', 'FlatModel', 'atomic_write', 'write_json']
 
 # %% ../nbs/00_core.ipynb #a0a98bb6
 def bad_value(field: str, value, allowed: str) -> ValueError:
@@ -162,6 +162,19 @@ def environment_set(**values):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+# %% ../nbs/00_core.ipynb #3d493758
+def parse_bool(text: str, field: str) -> bool:
+    "`text` as a boolean, named `field` when refused: true or 1, false or 0, in any case; nothing else."
+    word = text.strip().lower()
+    check(word in ('true', '1', 'false', '0'), field, text, 'true or false (or 1, 0)')
+    return word in ('true', '1')
+
+
+def env_flag(name: str) -> bool:
+    "Whether the environment variable `name` is set true (`parse_bool`); unset or empty is false."
+    text = os.environ.get(name, '')
+    return bool(text.strip()) and parse_bool(text, f'the environment variable {name}')
 
 # %% ../nbs/00_core.ipynb #1c5a33f6
 class FlatModel:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from .core import atomic_write, write_json, check
+from .core import atomic_write, write_json, check, env_flag
 from .config import ExperimentConfig, NOT_HASHED
 from .engine import Federation, ClientStore
 
@@ -130,9 +130,9 @@ CUBLAS_DETERMINISTIC = ':4096:8'  # a CUBLAS_WORKSPACE_CONFIG that cuBLAS is det
 
 
 def deterministic_requested(deterministic: bool | None = None) -> bool:
-    "`deterministic` as given, or, when None, whether the environment variable `FEDREPRO_DETERMINISTIC` is '1'."
+    "`deterministic` as given, or, when None, whether `FEDREPRO_DETERMINISTIC` is set true (1 or true)."
     if deterministic is None:
-        deterministic = os.environ.get(DETERMINISTIC_ENV, '0') == '1'
+        deterministic = env_flag(DETERMINISTIC_ENV)
     check(
         isinstance(deterministic, bool),
         'deterministic',
@@ -511,7 +511,7 @@ def run(
     check_run_args(cfg, out, callbacks)
     deterministic = deterministic_requested(deterministic)
     if allow_env_change is None:
-        allow_env_change = os.environ.get(ALLOW_ENV_CHANGE_ENV, '0') == '1'
+        allow_env_change = env_flag(ALLOW_ENV_CHANGE_ENV)
     run_dir = Path(out) / cfg.run_name
     fresh = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)

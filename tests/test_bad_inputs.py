@@ -445,6 +445,15 @@ def test_the_command_line_fails_in_one_clear_line(case, a_file, tmp_path):
     )
 
 
+@pytest.mark.parametrize('variable', ['FEDREPRO_DETERMINISTIC', 'FEDREPRO_ALLOW_ENV_CHANGE'])
+def test_a_flag_in_the_environment_has_one_meaning_per_spelling(variable, tmp_path, monkeypatch):
+    "true and 1 turn it on, false and 0 off; 'yes' is refused in one line before anything is written, not read as off."
+    monkeypatch.setenv(variable, 'yes')
+    code, err = fedrepro(['run', '--dataset', 'digits', '--model', 'mlp', '--rounds', '2', '--out', str(tmp_path)])
+    assert code == 2 and 'Traceback' not in err and not any(tmp_path.iterdir()), err
+    assert f"the environment variable {variable}='yes' is not allowed: true or false (or 1, 0)" in err, err
+
+
 # ---- damaged records: a finished run's records come back whole, from whatever of them is intact
 
 
