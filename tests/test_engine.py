@@ -1,5 +1,5 @@
-"""The engine against hand-built references: FedAvg vs centralised SGD, FedSGD vs one full-batch step, momentum vs
-torch.optim.SGD."""
+"""The engine against hand-built references: weighted means of independent local runs, momentum vs torch.optim.SGD,
+... (FedAvg with one client as centralised SGD and FedSGD as one full-batch step: the algorithms chapter's checks)."""
 
 import numpy as np
 import torch
@@ -32,60 +32,6 @@ def sgd_reference(cfg, data, cid, round, epochs=1):
     if cfg.local_steps is None:
         assert sorted(torch.cat(seen).tolist()) == sorted(idx_all.tolist())  # one epoch covers every sample once
     return flat(model)
-
-
-def test_fedavg_with_one_client_is_centralised_sgd():
-    cfg = ExperimentConfig(
-        model='cnn5',
-        num_clients=1,
-        clients_per_round=1,
-        rounds=1,
-        local_epochs=1,
-        batch_size=50,
-        lr=0.05,
-        seed=3,
-        device='cpu',
-    )
-    fed = Federation(cfg)
-    expected = sgd_reference(cfg, fed.data, 0, 1)
-    fed.round(1)
-    assert torch.allclose(fed.algo.x, expected, atol=1e-6, rtol=0)
-    assert not torch.allclose(
-        expected, flat(build_model('cnn5', (1, 28, 28), 10, seed=derive_seed(3, 'init'))), atol=1e-3
-    )
-
-
-@pytest.mark.parametrize('weighting', ['uniform', 'samples'])
-def test_fedsgd_is_one_full_batch_step(weighting):
-    cfg = ExperimentConfig(
-        algorithm='fedsgd',
-        model='cnn5',
-        partition='dirichlet',
-        partition_params={'alpha': 0.5},
-        num_clients=6,
-        clients_per_round=3,
-        lr=0.1,
-        weighting=weighting,
-        device='cpu',
-    )
-    fed = Federation(cfg)
-    model = build_model('cnn5', (1, 28, 28), 10, seed=derive_seed(cfg.seed, 'init'))
-    x0 = flat(model)
-    clients = sample_clients(cfg.num_clients, cfg.clients_per_round, cfg.seed, 1)
-
-    def grad(idx):
-        model.zero_grad()
-        F.cross_entropy(model(fed.data.prepare(fed.data.x_train[idx])), fed.data.y_train[idx]).backward()
-        return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
-
-    if weighting == 'uniform':
-        g = torch.stack([grad(fed.data.clients[c]) for c in clients]).mean(0)  # equal weights
-    else:
-        g = grad(torch.cat([fed.data.clients[c] for c in clients]))  # the union's gradient
-    sizes = [len(fed.data.clients[c]) for c in clients]
-    assert len(set(sizes)) > 1, 'unequal client sizes make the two weightings differ'
-    assert (fed.round(1)['clients'] == clients).all()
-    assert torch.allclose(fed.algo.x, x0 - cfg.lr * g, atol=1e-6, rtol=0)
 
 
 def test_fedavg_weighting_matches_the_mean_of_independent_local_runs():
