@@ -19,7 +19,7 @@ from .core import check, bad_value, DATASETS, PARTITIONS, MODELS, ALGORITHMS
 from .data import AUX_FROM, AUX_FROM_ALLOWED, AUGMENT, AUGMENT_ALLOWED, NORMALIZE, NORMALIZE_ALLOWED
 
 # %% auto #0
-__all__ = ['NOT_HASHED', 'model_options', 'ExperimentConfig']
+__all__ = ['NOT_HASHED', 'model_options', 'ExperimentConfig', 'check_config']
 
 # %% ../nbs/01_config.ipynb #55c9b249
 def model_options(name: str) -> set:
@@ -380,3 +380,10 @@ class ExperimentConfig:
     def run_name(self) -> str:
         "The run directory's name: readable, and unique through the hash."
         return f"{self.dataset}-{self.partition}-{self.model}-{self.algorithm}-s{self.seed}-{self.hash[:8]}"
+
+# %% ../nbs/01_config.ipynb #1602ed27
+def check_config(cfg, field: str = 'cfg'):
+    "Refuse, in one line naming `field`, a `cfg` that is not an `ExperimentConfig` (a name, a dict, a path, ...)."
+    check(
+        isinstance(cfg, ExperimentConfig), field, cfg, 'an ExperimentConfig (from a dict: ExperimentConfig.from_dict)'
+    )

@@ -4,7 +4,11 @@
 
 # %% ../nbs/09b_declare.ipynb #42e85b21
 from __future__ import annotations
+import dataclasses
 import math
+import numbers
+import types
+import typing
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import lru_cache
@@ -19,7 +23,7 @@ from .jobs import SCALES  # the scales a job runs at, defined once in fedrepro.j
 # %% auto #0
 __all__ = ['FAILURES', 'OK', 'LOG_KINDS', 'BEST_ACC', 'FINAL_ACC', 'ROUNDS', 'SHOWN_FIELDS', 'MIN_SEEDS', 'SEEDS', 'SWEEP_SEEDS',
            'DATA_DIR', 'PRINTED_COLUMNS', 'Word', 'Outcome', 'Basis', 'Kind', 'Health', 'MetricKind', 'Metric',
-           'Mechanism', 'Setting', 'Paper', 'paper_numbers', 'SCALES']
+           'Mechanism', 'check_fields', 'Declared', 'Setting', 'Paper', 'check_paper', 'paper_numbers', 'SCALES']
 
 # %% ../nbs/09b_declare.ipynb #200c5cdc
 class Word(str, Enum):
@@ -136,6 +140,43 @@ class Mechanism:
     what: str = ''
     required: bool = True  # a run that logs no `column` is not checkable; False: it is not gated (an older run)
 
+# %% ../nbs/09b_declare.ipynb #542116ac
+def _admits(hint) -> tuple:
+    "The classes a resolved type hint admits: `str | None` -> (str, NoneType), `dict[str, int]` -> (dict,)."
+    parts = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    return tuple(typing.get_origin(p) or p for p in parts)
+
+
+def _is_a(value, classes: tuple) -> bool:
+    "Whether `value` is of one of `classes`: an integer passes for a float, a bool for neither; `object` takes all."
+    if object in classes or isinstance(value, bool):
+        return object in classes or bool in classes
+    return isinstance(value, classes) or any(
+        isinstance(value, n) for c, n in ((float, numbers.Real), (int, numbers.Integral)) if c in classes
+    )
+
+
+@lru_cache(maxsize=None)
+def _field_types(cls) -> tuple:
+    "`(name, classes admitted)` of every field of dataclass `cls`."
+    hints = typing.get_type_hints(cls)
+    return tuple((f.name, _admits(hints[f.name])) for f in dataclasses.fields(cls))
+
+
+def check_fields(obj, where: str = ''):
+    "Refuse, naming it after `where`, the first field of dataclass `obj` whose value is not of its annotated type."
+    for name, classes in _field_types(type(obj)):
+        value = getattr(obj, name)
+        names = ' or '.join('None' if c is type(None) else c.__name__ for c in classes)
+        check(_is_a(value, classes), f'{where}{name}', value, f'a {names}')
+
+
+class Declared:
+    "A declaration (a comparison, a claim, a setting) whose fields are checked against their types when it is made."
+
+    def __post_init__(self):
+        check_fields(self, f'{type(self).__name__}.')
+
 # %% ../nbs/09b_declare.ipynb #c74a5241
 _all_ = ['SCALES']  # re-exported: the repro notebooks import it from here
 SHOWN_FIELDS = (
@@ -160,7 +201,7 @@ SWEEP_SEEDS = (10, 11, 12)  # the seeds a sweep of lr or λ decides on: no verdi
 
 
 @dataclass
-class Setting:
+class Setting(Declared):
     """One setting of a paper at `paper` scale (`common` fields, and per method its `lr`, `params` and any field it sets
     itself), and how `mini` derives from it."""
 
@@ -282,8 +323,10 @@ class Paper:
         return k
 
     def validate(self):
-        """Refuse, naming it, any setting, method, metric, artefact or claim that a claim, an artefact's feeds, a
-        mechanism or a default job names and the paper does not declare."""
+        """Refuse, naming it, a field of the wrong type, and any setting, method, metric, artefact or claim that a
+        setting, a claim, an artefact's feeds, a mechanism or a default job names and the paper does not declare."""
+        check_fields(self, 'Paper.')
+        self._check_parts()
         keys = [c.key for c in self.claims]
         check(
             len(set(keys)) == len(keys),
@@ -316,6 +359,18 @@ class Paper:
                 pair,
                 f'two settings of {list(self.settings)}',
             )
+
+    def _check_parts(self):
+        "Its dictionaries' keys and values, and every setting's methods, of the kinds the protocol reads."
+        parts = (('methods', str), ('settings', Setting), ('metrics', Metric), ('artefacts', str))
+        for name, kind in parts:
+            for k, v in getattr(self, name).items():
+                check(isinstance(k, str) and isinstance(v, kind), f'{self.key} {name}', {k: v}, f'str: {kind.__name__}')
+        for c in self.claims:
+            check(all(hasattr(c, a) for a in ('key', 'checks')), f'{self.key} claims', c, 'a list of Claim')
+        for s, st in self.settings.items():
+            for m in st.methods:
+                check(m in self.methods, f'{self.key} settings[{s!r}]: method', m, f'one of {list(self.methods)}')
 
     def _check_names(self, where: str, comparison):
         "One comparison's setting(s), method(s) and metric, each against the declaration."
@@ -479,6 +534,11 @@ class Paper:
         "Chance accuracy of the setting's data at `scale`: one over the number of classes."
         cfg = self.config(setting, next(iter(self.settings[setting].methods)), scale)
         return 1 / DATASETS[cfg.dataset].num_classes
+
+# %% ../nbs/09b_declare.ipynb #2de1ea7c
+def check_paper(paper):
+    "Refuse, in one line, a `paper` that is not a `Paper` (a key such as 'fedreg': `PAPERS[key]` is its `Paper`)."
+    check(isinstance(paper, Paper), 'paper', paper, "a Paper (a key's declaration: fedrepro.core.PAPERS['fedreg'])")
 
 # %% ../nbs/09b_declare.ipynb #e37aa0b7
 DATA_DIR = Path(fedrepro.__file__).parent / 'papers'

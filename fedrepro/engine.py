@@ -25,7 +25,7 @@ from fedrepro.core import (
     derive_seed,
     atomic_write,
 )
-from .config import ExperimentConfig
+from .config import ExperimentConfig, check_config
 from .data import FedData, load_federated
 from .models import build_model
 
@@ -389,6 +389,7 @@ class Federation:
     "One config's data, model, algorithm and client store; runs a round at a time."
 
     def __init__(self, cfg: ExperimentConfig, data: FedData | None = None, store: ClientStore | None = None):
+        check_config(cfg)
         self.cfg, self.device = cfg, get_device(cfg.device)
         data = (
             config_data(cfg, self.device) if data is None else data.with_pipeline(cfg.augment, cfg.normalize)

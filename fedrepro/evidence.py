@@ -6,6 +6,7 @@
 from __future__ import annotations
 import json
 import math
+import os
 import numpy as np
 import pandas as pd
 from pathlib import Path
@@ -13,7 +14,7 @@ from .core import check
 from .config import ExperimentConfig
 from .results import run_many, seed_stats, mean_std, rounds_stats, REPRO_COLUMNS
 from .metrics import best_accuracy
-from .declare import OK, Health, Kind, Mechanism, MetricKind, Paper
+from .declare import OK, Health, Kind, Mechanism, MetricKind, Paper, check_paper
 
 # %% auto #0
 __all__ = ['LEARNED_FACTOR', 'LOSS_EXPLOSION', 'PLATEAU_POINTS', 'RISE', 'LEAD', 'SEED_COLUMNS', 'learned_level', 'run_health',
@@ -221,6 +222,8 @@ def run_table(
 ) -> pd.DataFrame:
     """Run every method of each setting over `seeds` at `scale` (each config once: runs resume and are reused) on
     `backend` ('local' processes or 'ray' tasks); their curves as one table."""
+    check_paper(paper)
+    check(isinstance(settings, (list, tuple)), 'settings', settings, 'a list of setting names')
     jobs = [
         (st, m, paper.config(st, m, scale, seed=int(sd), device=device, data_root=data_root, **overrides))
         for st in settings
@@ -311,6 +314,8 @@ def seed_cells(paper: Paper, curves: pd.DataFrame, scale: str) -> pd.DataFrame:
     """The paper's metrics of every setting, method and seed (`SEED_COLUMNS`), each cell with its health; and the
     protocol's own: each run's `RISE` (where the paper's cells do not give it) and the `lead` of each pair of runs a
     claim orders by what they reached (`Paper.ordered_pairs`), which the convergence rule reads."""
+    check_paper(paper)
+    check(isinstance(curves, pd.DataFrame), 'curves', curves, "a pandas DataFrame: run_table's curves")
     rows = []
     for (st, sd), g in curves.groupby(['setting', 'seed'], sort=False):
         chance = paper.chance(st, scale)
@@ -368,6 +373,7 @@ def split_health(cells: pd.DataFrame) -> pd.DataFrame:
 def write_seed_csv(cells: pd.DataFrame, out_dir, name: str) -> Path:
     """Write the per-seed cells to `<out_dir>/<name>_seeds.csv` (the evidence every verdict reads); a `health` column of
     `Health` is written as its kind and `detail`."""
+    check(isinstance(cells, pd.DataFrame), 'cells', cells, "a pandas DataFrame: seed_cells' cells")
     cells = split_health(cells)
     check(list(cells.columns) == SEED_COLUMNS, 'columns', list(cells.columns), f'exactly {SEED_COLUMNS}')
     path = Path(out_dir) / f'{name}_seeds.csv'
@@ -404,6 +410,7 @@ def from_one_source(cells: pd.DataFrame, source: str, prefer=()) -> pd.DataFrame
 def read_seed_csvs(folder, prefix: str) -> pd.DataFrame:
     """Every `<prefix>*_seeds.csv` of `folder` as one table (empty, with the columns, when there is none), cells that
     two artefacts share read from one (`from_one_source`), as the report reads them."""
+    check(isinstance(folder, (str, os.PathLike)), 'folder', folder, 'a folder: a str or a pathlib.Path')
     files = sorted(Path(folder).glob(f'{prefix}*_seeds.csv'))
     if not files:
         return pd.DataFrame(columns=SEED_COLUMNS)
@@ -417,6 +424,7 @@ def param_sweep(
 ) -> pd.DataFrame:
     """`method` of `setting` at each `params` dict of `grid` (over the setting's own), on each of `seeds`: its best
     accuracy, mean accuracy over the evaluated rounds, and health."""
+    check_paper(paper)
     base = [paper.config(setting, method, scale, seed=s) for s in seeds]
     cfgs = [c.replace(params={**c.params, **g}) for g in grid for c in base]
     chance = paper.chance(setting, scale)
@@ -464,6 +472,8 @@ def table_rows(
 ) -> pd.DataFrame:
     """The CSV contract's rows (mean over seeds as `ours`, the paper's number beside it) and `shown`, the book's text
     with every flagged seed named."""
+    check_paper(paper)
+    check(isinstance(cells, pd.DataFrame), 'cells', cells, "a pandas DataFrame: seed_cells' cells")
     rows, cells = [], split_health(cells)
     for (st, m, k), g in cells.groupby(['setting', 'method', 'metric'], sort=False):
         if k not in paper.metrics:

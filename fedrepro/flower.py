@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import torch
 from .core import atomic_write, check, write_json
-from .config import ExperimentConfig
+from .config import ExperimentConfig, check_config
 from .engine import Federation, sample_clients
 from .results import check_ray_answers
 
@@ -349,6 +349,7 @@ def simulate(
     """Run `cfg` as Flower apps in Flower's simulation (`cfg.num_clients` SuperNodes, `cpus_per_client` CPUs each) on
     the Ray `ray_for_flower` finds or starts; returns the final global state `x`, the `model` and the rounds'
     `history`, or raises one line when Flower's runtime fails."""
+    check_config(cfg)
     need_flwr()
     from flwr.simulation import run_simulation
 

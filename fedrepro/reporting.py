@@ -5,6 +5,7 @@
 # %% ../nbs/09e_reporting.ipynb #6214c57b
 from __future__ import annotations
 import math
+import os
 from pathlib import Path
 import numpy as np
 import pandas as pd
@@ -196,6 +197,8 @@ def artefact_sources(results=None) -> pd.DataFrame:
     """Every paper artefact and where its evidence is read: `results` (a `fedrepro reproduce --out` folder) where that
     holds its CSV, else the committed `mini` run; with the scales and seeds its CSVs name. Every CSV read is checked
     (`check_artefact`): a damaged one is refused in one line, naming the file and its first bad row."""
+    folder = results is None or isinstance(results, (str, os.PathLike))
+    check(folder, 'results', results, 'None, or a folder `fedrepro reproduce --out` wrote: a str or a pathlib.Path')
     if results:
         check(Path(results).is_dir(), 'results', results, 'a folder `fedrepro reproduce --out` wrote, or None')
     committed, results = committed_results(), Path(results).resolve() if results else None

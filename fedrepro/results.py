@@ -653,6 +653,7 @@ def repro_table(rows: list[dict]) -> pd.DataFrame:
 
 def write_repro_csv(df: pd.DataFrame, out_dir, name: str) -> Path:
     "Write a reproduction table to `<out_dir>/<name>.csv`."
+    check(isinstance(df, pd.DataFrame), 'df', df, 'a pandas DataFrame: the table_rows of a paper, or rows of your own')
     path = Path(out_dir) / f'{name}.csv'
     path.parent.mkdir(parents=True, exist_ok=True)
     repro_table(df.to_dict('records')).to_csv(path, index=False)

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 from .core import atomic_write, write_json, check, env_flag
-from .config import ExperimentConfig, NOT_HASHED
+from .config import ExperimentConfig, NOT_HASHED, check_config
 from .engine import Federation, ClientStore
 
 # %% auto #0
@@ -488,8 +488,7 @@ def _segments(run_dir: Path, fed: Federation, start: int) -> dict:
 
 def check_run_args(cfg, out, callbacks=()):
     "`run`'s arguments, checked before anything is trained or written: one error naming the argument and what it takes."
-    config = 'an ExperimentConfig (from a dict: ExperimentConfig.from_dict)'
-    check(isinstance(cfg, ExperimentConfig), 'cfg', cfg, config)
+    check_config(cfg)
     check(isinstance(out, (str, os.PathLike)), 'out', out, 'a folder: a str or a pathlib.Path')
     every_callable = isinstance(callbacks, (list, tuple)) and all(map(callable, callbacks))
     check(every_callable, 'callbacks', callbacks, "a list of callables, each called with every round's row")

@@ -14,13 +14,13 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 from .core import check
-from .declare import FAILURES, MIN_SEEDS, Basis, Health, Kind, Outcome, Word
+from .declare import FAILURES, MIN_SEEDS, Basis, Declared, Health, Kind, Outcome, Word
 from .evidence import LEAD, PLATEAU_POINTS, RISE, split_health
 
 # %% auto #0
 __all__ = ['ALPHA', 'AGREE', 'POWER', 'OUTCOMES', 'DECIDED', 'VERDICT_COLUMNS', 'Why', 'Judged', 'Untestable', 'sign_flip',
-           't_test', 'welch', 'detectable', 'effect', 'decide', 'Compare', 'Band', 'Never', 'NotAbove', 'Same',
-           'Interior', 'Fails', 'Stable', 'Elsewhere', 'OtherQuantity', 'OnDevice', 'Exact', 'Derived', 'Inert',
+           't_test', 'welch', 'detectable', 'effect', 'decide', 'is_comparison', 'Compare', 'Band', 'Never', 'NotAbove',
+           'Same', 'Interior', 'Fails', 'Stable', 'Elsewhere', 'OtherQuantity', 'OnDevice', 'Exact', 'Derived', 'Inert',
            'Untuned', 'Engaged', 'Plateaued', 'settled', 'Claim', 'holm', 'combine', 'counts', 'basis', 'robustness',
            'judge']
 
@@ -318,8 +318,13 @@ def _log(v: pd.Series, log: bool) -> tuple:
     return (np.log(v.to_numpy(float)) if log else v.to_numpy(float)), log
 
 
+def is_comparison(k) -> bool:
+    "Whether `k` judges cells, as a comparison does (`Compare`, `Band`, a rule wrapping one, ...)."
+    return callable(getattr(k, 'judge', None))
+
+
 @dataclass(frozen=True)
-class Compare:
+class Compare(Declared):
     """Method `a`'s `metric` is `better` ('lower' or 'higher') than method `b`'s in `setting`: the one-sided paired
     t-test of the per-seed differences (of their logs where `log`: ratios, times, round counts), the sign-flip p beside
     it. With `setting_b`, `b`'s runs in that setting are unrelated to `a`'s: Welch's test, unpaired. `paper`: the
@@ -336,6 +341,10 @@ class Compare:
     paper_effect: float | None = None
     settles: bool = False  # what runs reached (an accuracy): judged under the convergence rule, `settled`
     basis: ClassVar[Basis] = Basis.EMPIRICAL
+
+    def __post_init__(self):
+        super().__post_init__()
+        check(self.better in ('lower', 'higher'), 'Compare.better', self.better, "'lower' or 'higher'")
 
     def judge(self, cells: pd.DataFrame) -> Judged:
         runs = _compared(self)
@@ -366,7 +375,7 @@ class Compare:
 
 
 @dataclass(frozen=True)
-class Band:
+class Band(Declared):
     """`method`'s `metric` in `setting` lies in [lo, hi]: a one-sided t-test of the seeds' values against each finite
     bound (`decide`; logs where `log`); place it around the paper's claim, not at its single run's estimate."""
 
@@ -377,6 +386,11 @@ class Band:
     hi: float = math.inf
     log: bool = False
     basis: ClassVar[Basis] = Basis.EMPIRICAL
+
+    def __post_init__(self):
+        super().__post_init__()
+        check(self.lo < self.hi, 'Band (lo, hi)', (self.lo, self.hi), 'lo < hi, at least one of them finite')
+        check(math.isfinite(self.lo) or math.isfinite(self.hi), 'Band (lo, hi)', (self.lo, self.hi), 'a finite bound')
 
     def judge(self, cells: pd.DataFrame) -> Judged:
         v, _, out, failed = _series(cells, self.setting, self.method, self.metric)
@@ -403,7 +417,7 @@ class Band:
 
 
 @dataclass(frozen=True)
-class Never:
+class Never(Declared):
     """`method` never reaches the threshold of round metric `metric` in `setting`, on every seed (`reached=True`:
     reaches it on every seed); a failed run stays in."""
 
@@ -430,7 +444,7 @@ class Never:
 
 
 @dataclass(frozen=True)
-class NotAbove:
+class NotAbove(Declared):
     """Method `a`'s `metric` is not above `b`'s by more than `margin` (non-inferiority: 'comparable', 'competitive'):
     `decide` on the paired differences less the margin."""
 
@@ -458,7 +472,7 @@ class NotAbove:
 
 
 @dataclass(frozen=True)
-class Same:
+class Same(Declared):
     "`metric` of methods `a` and `b` is equal on every seed (a deterministic quantity, such as what a client uploads)."
 
     setting: str
@@ -480,7 +494,7 @@ class Same:
 
 
 @dataclass(frozen=True)
-class Interior:
+class Interior(Declared):
     """A sweep over `methods` (in the order of the swept value) is minimised in `metric` at an interior value: the best
     interior value `Compare`d with both ends."""
 
@@ -527,7 +541,7 @@ class Interior:
 
 
 @dataclass(frozen=True)
-class Fails:
+class Fails(Declared):
     """`method` does not learn, diverges or collapses in `setting` on every seed: a claim that a method fails, whose
     evidence is the runs' health."""
 
@@ -550,7 +564,7 @@ class Fails:
 
 
 @dataclass(frozen=True)
-class Stable:
+class Stable(Declared):
     """`method` trains without diverging, collapsing or failing to learn in `setting` on every seed: the mirror of
     `Fails`, read from the runs' health."""
 
@@ -573,7 +587,7 @@ class Stable:
 
 
 @dataclass(frozen=True)
-class Elsewhere:
+class Elsewhere(Declared):
     "A claim this reproduction cannot test, and why (another chapter tests it, or a setting needs data not here)."
 
     reason: str
@@ -584,7 +598,7 @@ class Elsewhere:
 
 
 @dataclass(frozen=True)
-class OtherQuantity:
+class OtherQuantity(Declared):
     """A claim about a quantity this scale does not measure (a GPU's wall clock, a message the paper defines): not
     testable, saying what the paper means and what is measured here."""
 
@@ -599,7 +613,7 @@ class OtherQuantity:
 
 
 @dataclass(frozen=True)
-class OnDevice:
+class OnDevice(Declared):
     """A claim about a device's wall clock (a GPU's), judged on timings measured on such a device rather than on this
     scale's runs: `comparison` (a `Band` or `Compare` on `metric`) applied to `values`, `((method, per-seed values),
     ...)` in the comparison's setting; `device` names the card, `how` the measurement. The paper's chapter checks
@@ -610,6 +624,10 @@ class OnDevice:
     device: str
     how: str
     basis: ClassVar[Basis] = Basis.EMPIRICAL
+
+    def __post_init__(self):
+        super().__post_init__()
+        check(is_comparison(self.comparison), 'OnDevice.comparison', self.comparison, 'a Band or a Compare')
 
     @property
     def setting(self) -> str:
@@ -631,7 +649,7 @@ class OnDevice:
 
 
 @dataclass(frozen=True)
-class Exact:
+class Exact(Declared):
     "A property of our code decided by exact checks, not over seeds."
 
     evidence: str
@@ -656,8 +674,14 @@ class Derived(Exact):
         return Judged(outcome, self.evidence, self.where, float(not self.holds), float(self.holds))
 
 
-class _Wraps:
+class _Wraps(Declared):
     "A comparison wrapped by a rule: its setting, methods and metric are the comparison's (for a paper's name checks)."
+
+    def __post_init__(self):
+        super().__post_init__()
+        name = f'{type(self).__name__}.comparison'
+        ok = self.comparison is None or is_comparison(self.comparison)
+        check(ok, name, self.comparison, 'a comparison (Compare, Band, ...), or None where a derivation decides')
 
     def __getattr__(self, k):
         if k.startswith('_') or k in self.__dataclass_fields__:
@@ -813,7 +837,7 @@ def _judge_one(comparison, cells: pd.DataFrame) -> Judged:
 
 # %% ../nbs/09d_verdicts.ipynb #f8304b4e
 @dataclass(frozen=True)
-class Claim:
+class Claim(Declared):
     "A claim of a paper: its key, its statement, the comparisons that must all hold, and the `primary` ones."
 
     key: str
@@ -821,6 +845,13 @@ class Claim:
     checks: tuple
     primary: tuple | None = None
     alike: str = ''  # set by the `Paper`: why its stand-ins cannot carry the contrast between datasets it makes
+
+    def __post_init__(self):
+        super().__post_init__()
+        comparisons = self.checks and all(map(is_comparison, self.checks))
+        check(comparisons, f'claim {self.key} checks', self.checks, 'a tuple of comparisons (Compare, Band, ...)')
+        within = set(self.primary or ()) <= set(range(len(self.checks)))
+        check(within, f'claim {self.key} primary', self.primary, f'indices of its {len(self.checks)} checks')
 
 
 def holm(judged: dict, primary) -> dict:
@@ -961,6 +992,9 @@ VERDICT_COLUMNS = [
 def judge(claims, cells: pd.DataFrame, partial: bool = False) -> pd.DataFrame:
     """Each claim's outcome, how it is established, its comparisons' counts, evidence and preconditions, why it is
     undecided (`Why`, when inconclusive) and whether it stands without any one seed (`robustness`, when decided)."""
+    every_claim = isinstance(claims, (list, tuple)) and all(isinstance(c, Claim) for c in claims)
+    check(every_claim, 'claims', claims, 'a list of Claim (a paper\'s: PAPERS[key].claims)')
+    check(isinstance(cells, pd.DataFrame), 'cells', cells, "a pandas DataFrame: seed_cells' or read_seed_csvs' cells")
     present, cells = set(cells['setting']), split_health(cells)
     wanted = lambda c: [i for i, k in enumerate(c.checks) if not partial or getattr(k, 'setting', None) in present]
     chosen = [(c, idx) for c in claims if (idx := wanted(c))]

@@ -3,6 +3,7 @@ message, so a regression shows as the case it breaks. Config cases go through th
 `main(argv)` in this process, damaged-file cases through `run()` on copies of one tiny finished run."""
 
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -235,6 +236,95 @@ def test_a_library_function_refuses_a_wrong_argument_before_it_trains(case, tmp_
         call(tmp_path / 'runs')
     assert all(w in str(e.value) for w in words), str(e.value)
     assert not (tmp_path / 'runs').exists() or not any((tmp_path / 'runs').rglob('metrics.csv'))
+
+
+# ---- the public API: every function and declaration the README and the job notebooks show (a sixth paper's job is
+# written with them), called with a wrong-typed first argument, refuses it naming the argument and what it takes
+
+
+def _comparisons() -> dict:
+    "Every comparison class of fedrepro.verdicts: a dataclass with a `judge` and a `basis`."
+    from fedrepro import verdicts
+
+    is_one = lambda c: dataclasses.is_dataclass(c) and hasattr(c, 'judge') and hasattr(c, 'basis')
+    return {n: c for n, c in vars(verdicts).items() if isinstance(c, type) and is_one(c)}
+
+
+def _made_with_first(cls, first):
+    "`cls(first, ...)`, its other required fields filled with values of their types (a comparison where one is taken)."
+    from fedrepro.declare import _field_types
+    from fedrepro.repro import Compare
+
+    fill = {str: 'x', float: 0.5, int: 1, bool: False, tuple: ('a', 'b', 'c'), object: Compare('s', 'm', 'a', 'b')}
+    kinds = dict(_field_types(cls))
+    required = [f.name for f in dataclasses.fields(cls) if f.default is f.default_factory is dataclasses.MISSING]
+    return cls(first, *[fill[kinds[n][0]] for n in required[1:]])
+
+
+def _api_calls(out) -> dict:
+    "{name: (a call with a wrong-typed first argument, the words its error must hold)}."
+    from fedrepro.data import load_federated
+    from fedrepro.engine import Federation
+    from fedrepro.flower import simulate
+    from fedrepro.jobs import reproduce
+    from fedrepro.repro import Claim, Elsewhere, Paper, Setting, judge, param_sweep, read_seed_csvs, run_table
+    from fedrepro.repro import seed_cells, table_rows, write_seed_csv
+    from fedrepro.results import write_repro_csv
+
+    frame = pd.DataFrame()
+    calls = {
+        'ExperimentConfig': (lambda: ExperimentConfig(123), ['dataset=123 is not allowed']),
+        'ExperimentConfig.from_dict': (lambda: ExperimentConfig.from_dict('digits'), ["'digits' is not allowed"]),
+        'run': (lambda: run('digits', out), ["cfg='digits' is not allowed: an ExperimentConfig"]),
+        'run_many': (lambda: run_many('digits', out), ["cfgs='digits' is not allowed: a list of ExperimentConfigs"]),
+        'Federation': (lambda: Federation('digits'), ["cfg='digits' is not allowed: an ExperimentConfig"]),
+        'simulate': (lambda: simulate('digits'), ["cfg='digits' is not allowed: an ExperimentConfig"]),
+        'load_federated': (lambda: load_federated(123, 'iid', 4, 0), ['dataset=123 is not allowed']),
+        'reproduce': (lambda: reproduce(123, 'smoke', out), ['reproduction=123 is not allowed']),
+        'run_table': (
+            lambda: run_table('fedreg', ['x'], 'smoke', [0], out),
+            ["paper='fedreg' is not allowed: a Paper"],
+        ),
+        'seed_cells': (lambda: seed_cells('fedreg', frame, 'smoke'), ["paper='fedreg' is not allowed: a Paper"]),
+        'table_rows': (lambda: table_rows('fedreg', frame, 'smoke'), ["paper='fedreg' is not allowed: a Paper"]),
+        'param_sweep': (lambda: param_sweep('fedreg', 'x', 'y', [{}], [10], out), ["paper='fedreg' is not allowed"]),
+        'write_seed_csv': (lambda: write_seed_csv([], out, 'x'), ['cells=[] is not allowed: a pandas DataFrame']),
+        'write_repro_csv': (lambda: write_repro_csv([], out, 'x'), ['df=[] is not allowed: a pandas DataFrame']),
+        'read_seed_csvs': (lambda: read_seed_csvs(123, 'x'), ['folder=123 is not allowed: a folder']),
+        'judge': (lambda: judge('C1', frame), ["claims='C1' is not allowed: a list of Claim"]),
+        'artefact_sources': (lambda: artefact_sources(123), ['results=123 is not allowed: None, or a folder']),
+        'report_verdicts': (lambda: report_verdicts('w'), ["sources='w' is not allowed: the table"]),
+        'Paper': (lambda: Paper(123, 'a citation', {}, {}), ['Paper.key=123 is not allowed: a str']),
+        'Setting': (lambda: Setting('digits', {}), ["Setting.common='digits' is not allowed: a dict"]),
+        'Claim': (lambda: Claim(123, 'a claim', (Elsewhere('why'),)), ['Claim.key=123 is not allowed: a str']),
+    }
+    for name, cls in _comparisons().items():
+        first = dataclasses.fields(cls)[0].name
+        calls[name] = (lambda cls=cls: _made_with_first(cls, 123), [f'{name}.{first}=123 is not allowed'])
+    return calls
+
+
+def test_every_shown_function_is_listed():
+    "The README's imports and a job's (the sixth paper's template) are all in the table below, and every comparison."
+    from test_sixth_paper import JOB
+
+    shown = set()
+    for text in (Path(__file__).resolve().parents[1] / 'README.md').read_text(), JOB:
+        for line in text.splitlines():
+            if line.startswith('from fedrepro') and ' import ' in line:
+                shown |= {n.strip() for n in line.split(' import ')[1].split(',')}
+    callables = {n for n in shown if n[0].islower() or n == 'ExperimentConfig'}  # not the constants (PAPERS, SEEDS)
+    assert callables and callables <= set(_api_calls(None)), callables - set(_api_calls(None))
+    assert len(_comparisons()) >= 15
+
+
+@pytest.mark.parametrize('name', sorted(_api_calls(None)))
+def test_a_public_function_refuses_a_wrong_first_argument_by_name(name, tmp_path):
+    call, words = _api_calls(tmp_path / 'out')[name]
+    with pytest.raises(ValueError) as e:
+        call()
+    assert all(w in str(e.value) for w in words), str(e.value)
+    assert not (tmp_path / 'out').exists()  # refused before anything was written
 
 
 def test_a_claim_comparing_a_method_with_itself_is_refused_when_declared():
