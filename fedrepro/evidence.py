@@ -384,15 +384,16 @@ def write_seed_csv(cells: pd.DataFrame, out_dir, name: str) -> Path:
 
 def read_seed_csv(path) -> pd.DataFrame:
     """One `_seeds.csv`, refused in one line when its columns are not `SEED_COLUMNS` (written by an older fedrepro:
-    re-run its job)."""
-    cells = pd.read_csv(path, dtype={'health': str, 'detail': str})
+    re-run its job). Names are read as written (a setting '10' or a method 'None' stays text); empty values are NaN."""
+    text = dict.fromkeys(('setting', 'method', 'metric', 'health', 'detail'), str)
+    cells = pd.read_csv(path, dtype=text, keep_default_na=False, na_values={'value': [''], 'rounds': ['']})
     check(
         list(cells.columns) == SEED_COLUMNS,
         f'columns of {Path(path).name}',
         list(cells.columns),
         f'exactly {SEED_COLUMNS} (re-run its job)',
     )
-    return cells.assign(detail=cells['detail'].fillna(''))
+    return cells
 
 
 def from_one_source(cells: pd.DataFrame, source: str, prefer=()) -> pd.DataFrame:
