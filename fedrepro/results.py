@@ -29,9 +29,10 @@ __all__ = ['RUNS_PER_GPU_ENV', 'RUNS_PER_GPU_DEFAULT', 'WORKERS_ENV', 'GPUS_PER_
            'MODEL_COPIES', 'CLIENT_STATES_IN_MEMORY', 'RAY_ANSWER_SECONDS', 'REPRO_COLUMNS', 'run_seeds', 'curves',
            'check_backend', 'runs_per_gpu_requested', 'workers_requested', 'worker_gpus', 'local_pool', 'FailedRun',
            'call_name', 'error_line', 'GridError', 'gpus_per_run_requested', 'gpus_per_run_given',
-           'memory_per_run_requested', 'parallel_starmap', 'run_status', 'record_failures', 'run_many',
-           'default_gpus_per_run', 'visible_gpu_gb', 'run_memory_gb', 'check_ray_answers', 'in_flight', 'repro_table',
-           'write_repro_csv', 'seed_stats', 'mean_std', 'first_round', 'rounds_stats']
+           'memory_per_run_requested', 'unguarded_script_line', 'check_main_guard', 'parallel_starmap', 'run_status',
+           'record_failures', 'run_many', 'default_gpus_per_run', 'visible_gpu_gb', 'run_memory_gb',
+           'check_ray_answers', 'in_flight', 'repro_table', 'write_repro_csv', 'seed_stats', 'mean_std', 'first_round',
+           'rounds_stats']
 
 # %% ../nbs/08_results.ipynb #c69dbad0
 def run_seeds(cfg: ExperimentConfig, seeds, out='runs', **kw) -> list[RunResult]:
@@ -301,6 +302,36 @@ def _local_starmap(fn, arglists, workers, gpus, retries, fail_fast) -> list:
     return _grid_done(results, failed)
 
 
+def unguarded_script_line() -> int | None:
+    """The line of the script being run (`python grid.py`) whose top-level code made this call, where that line is not
+    under `if __name__ == '__main__':`; None anywhere else (a guarded line, a notebook, `python -c`, an import). A
+    spawned process imports the script again, running such a line again: its own grid, nine tracebacks later."""
+    import ast
+
+    path = getattr(sys.modules.get('__main__'), '__file__', None)
+    if not (path and Path(path).is_file()):
+        return None
+    script, frame = Path(path).resolve(), sys._getframe()
+    while frame and not (frame.f_code.co_name == '<module>' and Path(frame.f_code.co_filename).resolve() == script):
+        frame = frame.f_back  # to the script's own top-level code, if it made this call
+    if frame is None:
+        return None
+    main_test = {"__name__ == '__main__'", "'__main__' == __name__"}
+    guards = [n for n in ast.walk(ast.parse(script.read_text())) if isinstance(n, ast.If)]
+    guarded = any(ast.unparse(n.test) in main_test and n.lineno <= frame.f_lineno <= n.end_lineno for n in guards)
+    return None if guarded else frame.f_lineno
+
+
+def check_main_guard(workers: int):
+    "Stop, in one line saying how to fix it, a script that would start `workers` processes from unguarded code."
+    if (line := unguarded_script_line()) is not None:
+        script = sys.modules['__main__'].__file__
+        raise SystemExit(
+            f"{script}:{line}: a grid on {workers} worker processes started from the script's top level, which each "
+            "worker runs again: put it under `if __name__ == '__main__':` (or pass workers=1)"
+        )
+
+
 def parallel_starmap(
     fn,
     arglists,
@@ -348,6 +379,7 @@ def parallel_starmap(
         os.cpu_count() or 1,
     )
     if workers > 1:
+        check_main_guard(workers)
         return _local_starmap(fn, arglists, workers, gpus, retries, fail_fast)
     results, failed = [], []
     for args in arglists:

@@ -327,6 +327,34 @@ def test_a_public_function_refuses_a_wrong_first_argument_by_name(name, tmp_path
     assert not (tmp_path / 'out').exists()  # refused before anything was written
 
 
+GRID_SCRIPT = """
+from fedrepro.config import ExperimentConfig
+from fedrepro.results import check_main_guard, run_many
+
+cfgs = [ExperimentConfig(dataset='digits', model='mlp', num_clients=4, clients_per_round=2, rounds=1, seed=s)
+        for s in (0, 1)]
+{grid}
+"""
+
+
+@pytest.mark.parametrize('guarded', [False, True])
+def test_a_grid_started_by_an_unguarded_script_stops_in_one_line(guarded, tmp_path):
+    "Unguarded, a local grid's spawned workers would each run the script again: one line, exit 1, nothing started."
+    grid = (
+        "if __name__ == '__main__':\n    check_main_guard(2)\n    print('guarded')"
+        if guarded
+        else ("run_many(cfgs, 'runs', workers=2)")
+    )
+    (tmp_path / 'grid.py').write_text(GRID_SCRIPT.format(grid=grid))
+    p = subprocess.run([sys.executable, 'grid.py'], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    if guarded:
+        assert p.returncode == 0 and p.stdout.strip() == 'guarded', p.stderr
+    else:
+        assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert "grid.py:7: a grid on 2 worker processes" in p.stderr and "`if __name__ == '__main__':`" in p.stderr
+        assert not (tmp_path / 'runs').exists()
+
+
 def test_a_claim_comparing_a_method_with_itself_is_refused_when_declared():
     from fedrepro.repro import BEST_ACC, Claim, Compare, Paper, Setting
 
