@@ -111,8 +111,6 @@ def use_results(root: Path, results: Path) -> list[str]:
 def render(proc: Path, quarto: bool = False):
     "Render the processed project `proc` into `proc/_docs` with smalldocs, or with Quarto."
     if quarto:
-        if not shutil.which('quarto'):
-            raise RuntimeError('quarto is not on PATH; render without --quarto to use smalldocs')
         if rc := subprocess.run(['quarto', 'render', '--no-cache'], cwd=proc).returncode:
             raise RuntimeError(f'quarto render failed (exit code {rc})')
         return
@@ -131,6 +129,8 @@ def render(proc: Path, quarto: bool = False):
 
 def build_book(root=None, results=None, quarto: bool = False) -> Path:
     "Process, render and move the site to `root/_docs`; returns that folder."
+    if quarto and not shutil.which('quarto'):  # before the minute of processing and executing
+        raise RuntimeError('quarto is not on PATH; render without --quarto to use smalldocs')
     if results:
         check(
             Path(results).is_dir(),

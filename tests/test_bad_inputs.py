@@ -546,6 +546,11 @@ CLI = {  # case: (argv, exit code, words of the message); '{file}' is a file
         ["results='/nonexistent/results' is not allowed: a folder"],
     ),
     'reproduce --out a file': (['reproduce', 'quickstart', '--scale', 'smoke', '--out', '{file}'], 2, ['{file}']),
+    **(
+        {}  # where Quarto is installed, the book would be built
+        if shutil.which('quarto')
+        else {'book --quarto without Quarto': (['book', '--quarto'], 2, ['quarto is not on PATH; render without'])}
+    ),
 }
 
 
