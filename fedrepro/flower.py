@@ -16,7 +16,7 @@ import torch
 from .core import atomic_write, check, write_json
 from .config import ExperimentConfig, check_config
 from .engine import Federation, sample_clients
-from .results import check_ray_answers
+from .results import check_ray_answers, ray_init
 
 if TYPE_CHECKING:  # Flower is optional: the annotations name it, nothing imports it before `need_flwr`
     import flwr
@@ -316,13 +316,13 @@ def ray_for_flower(num_cpus: int = 2, address: str | None = None) -> str:
         return 'initialised'
     check_ray_answers(address)  # a named cluster that does not answer: one line now, not minutes of Ray's retries
     try:  # Ray's own rule (`ray.init(address=None)`): `RAY_ADDRESS`, else the cluster `ray start` recorded, else local
-        ray.init(address=address, num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING)
+        ray_init(address=address, num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING)
         return 'local'
     except ValueError as e:  # a cluster to join, which refuses resources from a joining process
         if 'must not be provided' not in str(e):
             raise
     try:
-        ray.init(address=address, logging_level=logging.WARNING)
+        ray_init(address=address, logging_level=logging.WARNING)
     except ConnectionError as e:
         named = address or os.environ.get('RAY_ADDRESS') or 'the cluster `ray start` recorded'
         check(False, 'Ray address', named, f'a running Ray cluster: {" ".join(str(e).split())}')

@@ -31,8 +31,8 @@ __all__ = ['RUNS_PER_GPU_ENV', 'RUNS_PER_GPU_DEFAULT', 'WORKERS_ENV', 'GPUS_PER_
            'call_name', 'error_line', 'GridError', 'gpus_per_run_requested', 'gpus_per_run_given',
            'memory_per_run_requested', 'unguarded_script_line', 'check_main_guard', 'parallel_starmap', 'run_status',
            'record_failures', 'run_many', 'default_gpus_per_run', 'visible_gpu_gb', 'run_memory_gb',
-           'check_ray_answers', 'in_flight', 'repro_table', 'write_repro_csv', 'seed_stats', 'mean_std', 'first_round',
-           'rounds_stats']
+           'check_ray_answers', 'ray_init', 'in_flight', 'repro_table', 'write_repro_csv', 'seed_stats', 'mean_std',
+           'first_round', 'rounds_stats']
 
 # %% ../nbs/08_results.ipynb #c69dbad0
 def run_seeds(cfg: ExperimentConfig, seeds, out='runs', **kw) -> list[RunResult]:
@@ -592,6 +592,18 @@ def check_ray_answers(address: str | None = None, seconds: float = RAY_ANSWER_SE
         )
 
 
+def ray_init(**kw):
+    """`ray.init(**kw)` without Ray's tip that a future release will stop hiding GPUs from tasks that ask for none
+    (`RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO`): every task fedrepro starts asks for its GPUs, so it says nothing here."""
+    import warnings
+
+    import ray
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings('ignore', 'Tip: In future versions of Ray', FutureWarning)
+        return ray.init(**kw)
+
+
 def _ray_connect(address):
     """Ray, connected to a cluster (see above; one named that does not answer is refused within
     `RAY_ANSWER_SECONDS`, one that answers but is no Ray cluster in one line once Ray gives up, about 20 s), and whether
@@ -602,7 +614,7 @@ def _ray_connect(address):
         return ray, False
     check_ray_answers(address)
     try:
-        ray.init(address=address, include_dashboard=False)  # a local Ray starts without it: seconds of CPU
+        ray_init(address=address, include_dashboard=False)  # a local Ray starts without it: seconds of CPU
     except ConnectionError as e:
         named = address or os.environ.get('RAY_ADDRESS') or 'the cluster `ray start` recorded'
         raise bad_value(
