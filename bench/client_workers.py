@@ -21,6 +21,7 @@ import torch
 from fedrepro.config import ExperimentConfig
 from fedrepro.engine import Federation
 from fedrepro.scale_out import run_client_workers
+from _args import at_least  # bench/_args.py: python puts the script's folder first
 
 
 def sequential(cfg):
@@ -34,10 +35,10 @@ def sequential(cfg):
     return time.perf_counter() - t0, fed.algo.x, sum(rounds) / len(rounds)
 
 
-if __name__ == '__main__':
-    ap = argparse.ArgumentParser()
-    ap.add_argument('--rounds', type=int, default=3)
-    ap.add_argument('--workers', type=int, nargs='+', default=[1, 2])
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--rounds', type=at_least(1), default=3)
+    ap.add_argument('--workers', type=at_least(1), nargs='+', default=[1, 2])
     ap.add_argument('--out', default='bench/results/client_workers.csv')
     a = ap.parse_args()
     cfg = ExperimentConfig(
@@ -92,3 +93,7 @@ if __name__ == '__main__':
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(a.out, index=False, float_format='%.4g')
     print(df.to_string(index=False))
+
+
+if __name__ == '__main__':
+    main()

@@ -18,6 +18,7 @@ from fedrepro.core import DATASETS, derive_seed, get_device, torch_rng
 from fedrepro.data import FedData, load_dataset
 from fedrepro.engine import Federation, batch_schedule, sample_clients
 from fedrepro.models import build_model
+from _args import at_least, known_device  # bench/_args.py: python puts the script's folder first
 
 CLIENTS, PER_CLIENT, BATCH, LR = 100, 50, 10, 0.05
 
@@ -58,8 +59,8 @@ def bare_round(model, opt, data, cfg, t, device):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--repeats', type=int, default=5)
-    ap.add_argument('--device', default='auto')
+    ap.add_argument('--repeats', type=at_least(1), default=5)
+    ap.add_argument('--device', type=known_device, default='auto')
     args = ap.parse_args()
     device = get_device(args.device)
     data = mnist5k_clients(device)

@@ -12,6 +12,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 import pandas as pd
+from _args import at_least, existing_folder  # bench/_args.py: python puts the script's folder first
 
 
 def run_seconds(run_dir: Path) -> tuple[tuple, dict] | None:
@@ -41,8 +42,8 @@ def run_seconds(run_dir: Path) -> tuple[tuple, dict] | None:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('runs', nargs='+', type=Path)
-    ap.add_argument('--top', type=int, default=25)
+    ap.add_argument('runs', nargs='+', type=existing_folder)
+    ap.add_argument('--top', type=at_least(1), default=25)
     args = ap.parse_args()
     kinds = defaultdict(lambda: {'runs': 0, 'train': 0.0, 'eval': 0.0, 'local eval': 0.0})
     for folder in args.runs:

@@ -15,6 +15,7 @@ import torch
 from fedrepro.engine import Federation, evaluate, synchronize
 from fedrepro.fedreg import FEDREG
 from fedrepro.fedgc import FEDGC
+from _args import at_least, known_device  # bench/_args.py: python puts the script's folder first
 
 SETTINGS = [(FEDREG, 'MNIST (one class)'), (FEDREG, 'EMNIST'), (FEDREG, 'CIFAR-100 (ResNet-9)'), (FEDGC, 'HWDigits-4')]
 ONE_PASS, CACHED = 4096, 256
@@ -30,8 +31,8 @@ def timed(fed, batch_size):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--repeats', type=int, default=5)
-    ap.add_argument('--device', default='auto')
+    ap.add_argument('--repeats', type=at_least(1), default=5)
+    ap.add_argument('--device', type=known_device, default='auto')
     args = ap.parse_args()
     print(f'{"setting":<24} {"model":<14} {"test":>5} {ONE_PASS:>6} s {CACHED:>6} s  ratio  same result')
     for paper, setting in SETTINGS:

@@ -23,6 +23,7 @@ from fedrepro import baselines
 from fedrepro.core import PAPERS, load_modules
 from fedrepro.engine import Federation, synchronize
 from fedrepro.runner import cpu_model
+from _args import at_least, known_device  # bench/_args.py: python puts the script's folder first
 
 DEFAULT_FISHER = baselines.empirical_fisher
 
@@ -59,13 +60,11 @@ def settings() -> list:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--rounds', type=int, default=3)
-    ap.add_argument('--repeats', type=int, default=2)
-    ap.add_argument('--device', default='auto')
+    ap.add_argument('--rounds', type=at_least(2, ' (round 1 is not timed)'), default=3)
+    ap.add_argument('--repeats', type=at_least(1), default=2)
+    ap.add_argument('--device', type=known_device, default='auto')
     ap.add_argument('--out', default=str(Path(__file__).parent / 'results' / 'fedcurv_round.csv'))
     args = ap.parse_args()
-    if args.rounds < 2:
-        ap.error(f'--rounds {args.rounds} is not allowed: an integer >= 2 (round 1 is not timed)')
     warnings.simplefilter('ignore')
     load_modules()
     rows = []

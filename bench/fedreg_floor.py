@@ -23,6 +23,7 @@ from fedrepro.core import DATASETS
 from fedrepro.fedreg import FEDREG, pseudo_and_perturbed
 from fedrepro.models import build_model
 from fedrepro.runner import run
+from _args import at_least, known_device  # bench/_args.py: python puts the script's folder first
 
 SETTINGS = ('MNIST (two classes)', 'MNIST (one class)', 'EMNIST')
 
@@ -50,8 +51,8 @@ def synthesis_seconds(setting: str, batch: int, n: int = 400) -> float:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--rounds', type=int, default=3)
-    ap.add_argument('--device', default='auto')
+    ap.add_argument('--rounds', type=at_least(1), default=3)
+    ap.add_argument('--device', type=known_device, default='auto')
     ap.add_argument('--out', default=str(Path(__file__).parent / 'results' / 'fedreg_floor.csv'))
     args = ap.parse_args()
     warnings.simplefilter('ignore')

@@ -24,6 +24,7 @@ from fedrepro.core import ALGORITHMS, PAPERS, load_modules
 from fedrepro.engine import Federation, sample_clients
 from fedrepro.fedreg import EagerFedReg
 from fedrepro.runner import cpu_model, run
+from _args import at_least, known_device  # bench/_args.py: python puts the script's folder first
 
 SETTINGS = (('fedgc', 'HWDigits-4'), ('fedreg', 'EMNIST'))  # the mini stand-ins whose clients hold the most batches
 STEPS = (1, 2, 10)
@@ -47,8 +48,8 @@ def floor(cfg, rounds: int) -> float:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--rounds', type=int, default=3)
-    ap.add_argument('--device', default='auto')
+    ap.add_argument('--rounds', type=at_least(1), default=3)
+    ap.add_argument('--device', type=known_device, default='auto')
     ap.add_argument('--out', default=str(Path(__file__).parent / 'results' / 'fedreg_steps.csv'))
     args = ap.parse_args()
     warnings.simplefilter('ignore')

@@ -24,6 +24,7 @@ from fedrepro.config import ExperimentConfig
 from fedrepro.core import ALGORITHMS, load_modules
 from fedrepro.engine import Federation, synchronize
 from fedrepro.runner import cpu_model
+from _args import at_least, known_device  # bench/_args.py: python puts the script's folder first
 
 WORKLOAD = dict(
     dataset='mnist5k',
@@ -74,15 +75,11 @@ def round_times(name: str, rounds: int, device: str) -> tuple[list, list, dict]:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--rounds', type=int, default=4)
-    ap.add_argument('--repeats', type=int, default=3)
-    ap.add_argument('--device', default='auto')
+    ap.add_argument('--rounds', type=at_least(2, ' (round 1 is not timed)'), default=4)
+    ap.add_argument('--repeats', type=at_least(1), default=3)
+    ap.add_argument('--device', type=known_device, default='auto')
     ap.add_argument('--out', default=str(Path(__file__).parent / 'results' / 'method_cost.csv'))
     args = ap.parse_args()
-    if args.rounds < 2:
-        ap.error(f'--rounds {args.rounds} is not allowed: an integer >= 2 (round 1 is not timed)')
-    if args.repeats < 1:
-        ap.error(f'--repeats {args.repeats} is not allowed: an integer >= 1')
     warnings.simplefilter('ignore')
     load_modules()
     names = ['fedavg'] + sorted(n for n in ALGORITHMS if n != 'fedavg')

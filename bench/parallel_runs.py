@@ -20,6 +20,7 @@ import time
 import torch
 from fedrepro.fedreg import FEDREG
 from fedrepro.results import run_many
+from _args import at_least  # bench/_args.py: python puts the script's folder first
 
 
 def timed(cfgs, workers, threads):
@@ -36,8 +37,8 @@ def gap(a, b):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--rounds', type=int, default=5)
-    ap.add_argument('--workers', type=int, default=os.cpu_count())
+    ap.add_argument('--rounds', type=at_least(1), default=5)
+    ap.add_argument('--workers', type=at_least(1), default=os.cpu_count())
     args = ap.parse_args()
     cores = os.cpu_count()
     cfgs = [

@@ -16,6 +16,7 @@ import time
 import torch
 import torch.nn.functional as F
 from fedrepro.models import build_model, with_stock_pools
+from _args import at_least  # bench/_args.py: python puts the script's folder first
 
 MODELS = [  # (name, model, options, input shape, training batch): the mini scales' CNNs
     ('FedReg MNIST', 'cnn5', {'channels': (16, 16, 32), 'hidden': 128}, (1, 28, 28), 10),
@@ -70,8 +71,8 @@ def compare(kind, options, shape, batch, repeats, steps):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--repeats', type=int, default=5)
-    ap.add_argument('--steps', type=int, default=50)
+    ap.add_argument('--repeats', type=at_least(1), default=5)
+    ap.add_argument('--steps', type=at_least(1), default=50)
     args = ap.parse_args()
     print(
         f'{"model":<22} {"batch":>5}  {"step ms":>7} {"stock/ours":>10}  '

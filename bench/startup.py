@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from _args import at_least  # bench/_args.py: python puts the script's folder first
 
 ENV = {k: v for k, v in os.environ.items() if k != 'PYTHONDONTWRITEBYTECODE'}
 
@@ -44,7 +45,7 @@ def round_seconds(stdout: str) -> float:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--repeats', type=int, default=5)
+    ap.add_argument('--repeats', type=at_least(1), default=5)
     args = ap.parse_args()
     run = (
         "from fedrepro.cli import main; main(['run', '--dataset', 'mnist5k', '--num-clients', '10', '--rounds', '1', "

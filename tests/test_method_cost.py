@@ -11,8 +11,8 @@ BENCH = Path(__file__).resolve().parent.parent / 'bench' / 'method_cost.py'
 @pytest.mark.parametrize(
     'args, line',
     [
-        (['--rounds', '1'], '--rounds 1 is not allowed: an integer >= 2 (round 1 is not timed)'),
-        (['--repeats', '0'], '--repeats 0 is not allowed: an integer >= 1'),
+        (['--rounds', '1'], "argument --rounds: '1' is not allowed: an integer >= 2 (round 1 is not timed)"),
+        (['--repeats', '0'], "argument --repeats: '0' is not allowed: an integer >= 1"),
     ],
 )
 def test_bad_input_is_one_line(args, line, tmp_path):

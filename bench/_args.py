@@ -1,0 +1,37 @@
+"""What the bench scripts' command lines share: counts with a least value and a device this machine has, each refused
+by argparse in one line (`<script>: error: argument --rounds: ...`, exit 2) before anything is measured."""
+
+import argparse
+from pathlib import Path
+from fedrepro.core import get_device
+
+
+def at_least(least: int, why: str = ''):
+    "An argparse type: an integer >= `least` (`why`: the reason for it, shown with a refusal)."
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < least:
+            raise argparse.ArgumentTypeError(f'{text!r} is not allowed: an integer >= {least}{why}')
+        return value
+
+    return parse
+
+
+def known_device(text: str) -> str:
+    "An argparse type: a device this machine has ('auto', 'cpu', 'cuda', 'cuda:N'), as `get_device` takes it."
+    try:
+        get_device(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def existing_folder(text: str) -> Path:
+    "An argparse type: a folder that exists (a runs folder to read)."
+    if not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f'{text!r} is not allowed: a folder that exists')
+    return Path(text)
