@@ -4,6 +4,7 @@
 
 # %% ../nbs/17a_flower.ipynb #354eeb32
 from __future__ import annotations
+import itertools
 import logging
 import math
 import os
@@ -256,8 +257,11 @@ def run_server(
 
 def save_result(res: dict, cfg: ExperimentConfig, out_dir) -> Path:
     """Write what a Flower run computed to `<out_dir>/<run name>/`: `model.pt` (the flat global state `x` and the
-    model's `state_dict`), `metrics.csv` (a row per round) and `config.json` (the config and its hash)."""
-    d = Path(out_dir).expanduser() / cfg.run_name
+    model's `state_dict`), `metrics.csv` (a row per round) and `config.json` (the config and its hash). Where an
+    earlier run of the config left that folder, to `<run name>-2/` (`-3/`, ...): no run overwrites another's files."""
+    first = Path(out_dir).expanduser() / cfg.run_name
+    later = (first.with_name(f'{first.name}-{n}') for n in itertools.count(2))
+    d = next(p for p in itertools.chain([first], later) if not p.exists())
     atomic_write(d / 'model.pt', lambda p: torch.save({'x': res['x'], 'state_dict': res['model']}, p))
     rows = [{**r, 'clients': ' '.join(map(str, r['clients']))} for r in res['history']]
     atomic_write(d / 'metrics.csv', lambda p: pd.DataFrame(rows).to_csv(p, index=False))

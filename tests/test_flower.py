@@ -243,6 +243,16 @@ def test_flower_is_imported_only_when_used():
     )
 
 
+def test_a_second_flower_run_of_a_config_keeps_the_firsts_files(tmp_path):
+    from fedrepro.flower import save_result
+
+    cfg = ExperimentConfig(**BASE)
+    res = lambda v: {'x': torch.full((3,), v), 'model': {}, 'history': [{'round': 1, 'clients': [0, 1]}]}
+    folders = [save_result(res(v), cfg, tmp_path) for v in (1.0, 2.0, 3.0)]
+    assert [f.name for f in folders] == [cfg.run_name, f'{cfg.run_name}-2', f'{cfg.run_name}-3']
+    assert [float(torch.load(f / 'model.pt')['x'][0]) for f in folders] == [1.0, 2.0, 3.0]
+
+
 def test_flower_refuses_local_model_evaluation_by_name():
     from fedrepro.flower import run_server
 
