@@ -376,6 +376,53 @@ def test_a_claim_comparing_a_method_with_itself_is_refused_when_declared():
     assert paper('Other').claims[0].key == 'T1'  # against another method it is declared
 
 
+def _declared(**changes):
+    "A one-setting paper declared with `changes` to its fields (the declaration itself is valid)."
+    from fedrepro.repro import BEST_ACC, Claim, Compare, Paper, Setting
+
+    common = dict(dataset='digits', model='mlp', num_clients=4, clients_per_round=2)
+    fields = dict(
+        key='decl',
+        citation='nobody',
+        methods={'FedAvg': 'fedavg', 'Other': 'fedprox'},
+        settings={'digits': Setting(common, {'FedAvg': {'lr': 0.1}, 'Other': {'lr': 0.1}}, mini={})},
+        claims=[Claim('T1', 'Other beats FedAvg', (Compare('digits', 'ACC', 'Other', 'FedAvg', 'higher'),))],
+        metrics={'ACC': BEST_ACC},
+    )
+    return Paper(**{**fields, **changes})
+
+
+DECLARATIONS = {  # case: (the change to a valid paper's fields, the words its error must hold)
+    'settings a list': (
+        lambda: dict(settings=[_declared().settings['digits']]),
+        'Paper.settings=[Setting(',
+    ),
+    'a setting runs a method the paper does not declare': (
+        lambda: dict(methods={'FedAvg': 'fedavg'}),
+        "decl settings['digits']: method='Other' is not allowed: one of ['FedAvg']",
+    ),
+    'a setting that is a dict': (
+        lambda: dict(settings={'digits': {'common': {}}}),
+        "decl settings={'digits': {'common': {}}} is not allowed: str: Setting",
+    ),
+    'a metric that is a string': (lambda: dict(metrics={'ACC': 'best'}), "decl metrics={'ACC': 'best'}"),
+    'claims that are strings': (lambda: dict(claims=['T1']), "decl claims='T1' is not allowed: a list of Claim"),
+    'a claim with no comparison': (
+        lambda: dict(claims=[__import__('fedrepro.repro').repro.Claim('T1', 'x', ())]),
+        'claim T1 checks=() is not allowed: a tuple of comparisons',
+    ),
+}
+
+
+@pytest.mark.parametrize('case', DECLARATIONS)
+def test_a_bad_declaration_is_refused_when_made_naming_what_is_wrong(case):
+    change, words = DECLARATIONS[case]
+    assert _declared().key == 'decl'  # the paper it changes is valid
+    with pytest.raises(ValueError) as e:
+        _declared(**change())
+    assert words in str(e.value), str(e.value)
+
+
 # ---- one value, one spelling: configs written differently but equal hash equally, so a finished run is found, not
 # redone
 
