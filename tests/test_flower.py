@@ -232,7 +232,8 @@ def test_flower_is_imported_only_when_used():
         "import sys; sys.modules['flwr'] = None\n"  # as if Flower were not installed
         "from fedrepro.core import load_modules; load_modules()\n"
         "import fedrepro.flower as f\n"
-        "try: f.simulate(None)\n"
+        "from fedrepro.config import ExperimentConfig\n"
+        "try: f.simulate(ExperimentConfig())\n"
         "except ImportError as e: print(e)"
     )
     p = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=300)
