@@ -247,6 +247,8 @@ class Paper:
     repetitions: str = ''
     # {claim key: (setting, setting)}: claims that contrast two datasets, not testable where their stand-ins are alike
     contrasts: dict = field(default_factory=dict)
+    # the claims its abstract makes (keys, in the abstract's order): what the report opens with
+    headline: tuple = ()
 
     def __post_init__(self):
         self.validate()
@@ -349,6 +351,8 @@ class Paper:
                 mech.base,
                 f'a method: one of {list(self.methods)}',
             )
+        for h in self.headline:
+            check(h in keys, f'{self.key} headline', h, f'a claim: one of {keys}')
         for j in self.default_jobs:
             check(j in self.artefacts, f'{self.key} default_jobs', j, f'an artefact: one of {list(self.artefacts)}')
         for c, pair in self.contrasts.items():

@@ -975,6 +975,7 @@ FEDGC = PAPERS.register(
         mechanisms=FEDGC_MECHANISMS,
         figure_methods=('FedAvg (unprojected)',),
         default_jobs=('fedgc_figure7',),
+        headline=('C1', 'C7', 'C8', 'C2', 'C8b', 'C6b'),  # the claims its abstract makes
         chapter='11_fedgc',
         repetitions='a single run (no seeds or error bars stated)',
     ),

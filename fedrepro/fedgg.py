@@ -786,6 +786,7 @@ FEDGG = PAPERS.register(
         metrics=FEDGG_METRICS,
         feeds=FEDGG_FEEDS,
         default_jobs=('fedgg_table1',),
+        headline=('C1', 'C5', 'C7b', 'C8'),  # the claims its abstract makes
         chapter='13_fedgg',
         repetitions='repeated three times, the mean reported',
     ),

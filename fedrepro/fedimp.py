@@ -872,6 +872,7 @@ FEDIMP = PAPERS.register(
         feeds=FEDIMP_FEEDS,
         mechanisms=FEDIMP_MECHANISMS,
         default_jobs=('fedimp_table1',),
+        headline=('C14', 'C6', 'C1', 'C11'),  # the claims its abstract makes
         chapter='12_fedimp',
         repetitions="a single run (the authors' code, seed 1)",
     ),

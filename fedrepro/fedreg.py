@@ -1139,6 +1139,7 @@ FEDREG = PAPERS.register(
         figure_settings=('MNIST (IID)', 'EMNIST (IID)'),
         figure_methods=tuple(sweep_method(f) for f in ETA_FACTORS),
         default_jobs=('fedreg_table1', 'quickstart', 'fedreg_figure1'),
+        headline=('2', '25', '23', '26', '17'),  # the claims its abstract makes
         chapter='10_fedreg',
         repetitions="one run per table cell (the authors' logs hold one per method and setting)",
     ),

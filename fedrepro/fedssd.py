@@ -845,6 +845,7 @@ FEDSSD = PAPERS.register(
         metrics=FEDSSD_METRICS,
         feeds=FEDSSD_FEEDS,
         default_jobs=('fedssd_table1',),
+        headline=('C16b', 'C1', 'C2', 'C7'),  # the claims its abstract makes
         chapter='14_fedssd',
         repetitions='mean ± std over repeated runs, their number not stated',
     ),

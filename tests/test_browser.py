@@ -373,3 +373,33 @@ def test_the_sidebar_is_in_sections(site, browser):
     assert browser.page.locator("#quarto-sidebar a.sidebar-link.active").first.is_visible(), (
         f"{job}: its own entry is not shown in the sidebar"
     )
+
+
+HEADLINES = """() => {
+  const t = document.getElementById('headline-glance');
+  if (!t) return null;
+  const rows = [...t.tBodies[0].rows].map(tr => ({
+    paper: tr.cells[0].innerText.trim(),
+    chips: [...tr.cells[1].querySelectorAll('a')].map(a => a.innerText.trim()),
+  }));
+  return {bottom: t.getBoundingClientRect().bottom + window.scrollY, rows};
+}"""
+
+
+def test_the_report_opens_with_each_papers_headline_claims(site, browser):
+    "The report's first screen (1280 × 900) has a row per paper: each claim its abstract makes, with its outcome."
+    from fedrepro.core import PAPERS
+    from fedrepro.repro import OUTCOMES, report_papers
+
+    report = site / "18_report.html"
+    if not report.is_file():
+        pytest.skip("no 18_report.html in the book yet")
+    browser.visit(report)
+    glance = browser.page.evaluate(HEADLINES)
+    assert glance, "the report has no table of headline claims (id headline-glance)"
+    assert glance["bottom"] <= 900, f"the headline claims end at {glance['bottom']:.0f} px, below the first screen"
+    papers = report_papers()
+    assert [r["paper"] for r in glance["rows"]] == [list(PAPERS[k].methods)[-1] for k in papers]
+    for k, row in zip(papers, glance["rows"]):
+        keys, outcomes = zip(*(chip.split(" ", 1) for chip in row["chips"]))
+        assert keys == PAPERS[k].headline and all(o in OUTCOMES for o in outcomes), row
