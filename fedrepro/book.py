@@ -15,9 +15,9 @@ from pathlib import Path
 from .core import bad_value, check, environment_set
 
 # %% auto #0
-__all__ = ['REPORT', 'KATEX_VERSION', 'REMOTE', 'README_NOTE', 'project_root', 'process', 'execute_report', 'use_results',
-           'render', 'build_book', 'assets_dir', 'remote_assets', 'localise_assets', 'own_pages', 'localise_links',
-           'localise_search', 'notebook_cells', 'readme_markdown', 'write_readme']
+__all__ = ['REPORT', 'KATEX_VERSION', 'REMOTE', 'README_NOTE', 'project_root', 'process', 'hide_injected_parameters',
+           'execute_report', 'use_results', 'render', 'build_book', 'assets_dir', 'remote_assets', 'localise_assets',
+           'own_pages', 'localise_links', 'localise_search', 'notebook_cells', 'readme_markdown', 'write_readme']
 
 # %% ../nbs/09_book.ipynb #e53b7248
 _env = environment_set
@@ -67,6 +67,15 @@ def process(root: Path) -> Path:
 REPORT = '18_report.ipynb'  # the chapter that judges every paper's claims on the results it is given
 
 
+def hide_injected_parameters(notebook: Path):
+    "Papermill's parameters cell in `notebook` marked `#| echo: false`: the page shows what they gave, not them."
+    nb = json.loads(notebook.read_text(encoding='utf-8'))
+    for c in nb['cells']:
+        if 'injected-parameters' in c.get('metadata', {}).get('tags', []):
+            c['source'] = '#| echo: false\n' + ''.join(c['source'])
+    notebook.write_text(json.dumps(nb, indent=1, ensure_ascii=False), encoding='utf-8')
+
+
 def execute_report(root: Path, results: Path) -> Path:
     "Execute the report chapter on `results` (its `results` parameter) into `results/`, beside the jobs it judges."
     import papermill as pm
@@ -88,6 +97,7 @@ def execute_report(root: Path, results: Path) -> Path:
             f'the report could not be judged on {results}: cell {e.exec_count}: {e.ename}: {e.evalue} '
             f'(the executed notebook is {out})'
         ) from None
+    hide_injected_parameters(out)
     return out
 
 

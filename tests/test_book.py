@@ -119,7 +119,8 @@ def test_prose_is_prose_not_headings(site):
 
 def test_the_report_is_judged_on_the_results_it_is_given(tmp_path):
     """`fedrepro book --results DIR` first executes the report chapter on DIR: an artefact found there is read from
-    there, at its scale."""
+    there, at its scale, which the page's first output says, with the verdicts that evidence changes; papermill's
+    parameters cell is not shown."""
     from fedrepro.book import execute_report
     from fedrepro.repro import committed_results
 
@@ -128,13 +129,13 @@ def test_the_report_is_judged_on_the_results_it_is_given(tmp_path):
     table = (tmp_path / "fedgc_table3.csv").read_text(encoding="utf-8")
     (tmp_path / "fedgc_table3.csv").write_text(table.replace(",mini,", ",smoke,"), encoding="utf-8")
     nb = json.loads(execute_report(ROOT, tmp_path).read_text(encoding="utf-8"))
-    printed = "".join(
-        "".join(o.get("text", ""))
-        for c in nb["cells"]
-        for o in c.get("outputs", [])
-        if o.get("output_type") == "stream"
-    )
-    assert "this run at smoke: 1 artefact" in printed and "committed mini run at mini: " in printed, printed[:500]
+    shown = [o for c in nb["cells"] for o in c.get("outputs", []) if o.get("output_type") != "stream"]
+    callout = "".join(shown[0].get("data", {}).get("text/html", ""))  # the page's first output says where from
+    assert 'id="evidence-callout"' in callout, callout[:500]
+    assert "this run at smoke: 1 artefact" in callout and "committed mini run at mini: " in callout, callout[:500]
+    assert "differ from those on the committed runs" in callout or "Every verdict is as on" in callout, callout
+    (injected,) = [c for c in nb["cells"] if "injected-parameters" in c["metadata"].get("tags", [])]
+    assert "".join(injected["source"]).startswith("#| echo: false"), "the page would show papermill's parameters"
 
 
 def calls_when_run(tree: ast.AST) -> list[str]:
