@@ -23,8 +23,9 @@ if TYPE_CHECKING:  # Flower is optional: the annotations name it, nothing import
     import flwr
 
 # %% auto #0
-__all__ = ['need_flwr', 'to_records', 'from_records', 'numel', 'put_state', 'get_state', 'client_app', 'Stopped', 'exchange',
-           'node_ids', 'run_server', 'save_result', 'server_app', 'flower_apps', 'ray_for_flower', 'simulate']
+__all__ = ['NODES_SAID_EVERY', 'need_flwr', 'to_records', 'from_records', 'numel', 'put_state', 'get_state', 'client_app',
+           'Stopped', 'exchange', 'node_ids', 'run_server', 'save_result', 'server_app', 'flower_apps',
+           'ray_for_flower', 'simulate']
 
 # %% ../nbs/17a_flower.ipynb #9afd720d
 def need_flwr():
@@ -167,15 +168,22 @@ def exchange(grid, msgs: list, stop: threading.Event | None = None, pull_interva
     return replies
 
 
+NODES_SAID_EVERY = 10  # seconds between the lines that say how many SuperNodes are online, while too few are
+
+
 def node_ids(grid, num_clients: int, wait: float = 600, stop: threading.Event | None = None) -> dict:
     """Client id -> Flower node id, from every node's answer to a `query` message, once `num_clients` nodes are
     online (waiting up to `wait` seconds, or until `stop` is set)."""
     need_flwr()
     from flwr.app import Message, MessageType, RecordDict
+    from flwr.common.logger import log
 
-    t0 = time.monotonic()
+    t0, said = time.monotonic(), -math.inf
     while len(ids := list(grid.get_node_ids())) < num_clients and time.monotonic() - t0 < wait:
         _go_on(stop)
+        if (now := time.monotonic()) - said >= NODES_SAID_EVERY:  # not a silent wait: how many, and how long
+            said, left = now, wait - (now - t0)
+            log(logging.INFO, f'fedrepro: {len(ids)} of {num_clients} SuperNodes online, waiting up to {left:.0f} s')
         time.sleep(0.2)
     check(
         len(ids) == num_clients,

@@ -254,6 +254,30 @@ def test_a_second_flower_run_of_a_config_keeps_the_firsts_files(tmp_path):
     assert [float(torch.load(f / 'model.pt')['x'][0]) for f in folders] == [1.0, 2.0, 3.0]
 
 
+@needs_flwr
+def test_too_few_supernodes_are_said_while_waiting_then_refused_in_one_line():
+    "The server says how many SuperNodes are online while it waits (no silent wait), then gives up naming the fix."
+    import logging
+    from fedrepro.flower import node_ids
+
+    class TwoNodes:  # a grid where 2 SuperNodes came up for a config of 4 clients (Flower's default)
+        def get_node_ids(self):
+            return [11, 12]
+
+    lines = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    logging.getLogger('flwr').addHandler(handler)
+    try:
+        with pytest.raises(
+            ValueError, match=r'^nodes online=2 is not allowed: num_clients=4: one SuperNode per client'
+        ):
+            node_ids(TwoNodes(), 4, wait=0.5)
+    finally:
+        logging.getLogger('flwr').removeHandler(handler)
+    assert any(line.startswith('fedrepro: 2 of 4 SuperNodes online, waiting up to') for line in lines), lines
+
+
 def test_flower_refuses_local_model_evaluation_by_name():
     from fedrepro.flower import run_server
 
