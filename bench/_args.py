@@ -1,8 +1,12 @@
-"""What the bench scripts' command lines share: counts with a least value and a device this machine has, each refused
-by argparse in one line (`<script>: error: argument --rounds: ...`, exit 2) before anything is measured."""
+"""What the bench scripts share. Their command lines: counts with a least value and a device this machine has, each
+refused by argparse in one line (`<script>: error: argument --rounds: ...`, exit 2) before anything is measured. Their
+results: a CSV stamped with the day and the thread count (`write_results`)."""
 
 import argparse
+import datetime
 from pathlib import Path
+import pandas as pd
+import torch
 from fedrepro.core import get_device
 
 
@@ -35,3 +39,10 @@ def existing_folder(text: str) -> Path:
     if not Path(text).is_dir():
         raise argparse.ArgumentTypeError(f'{text!r} is not allowed: a folder that exists')
     return Path(text)
+
+
+def write_results(table: pd.DataFrame, out):
+    "`table` to CSV `out` (its folder made), with the day it was measured and this process's torch threads."
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    table.assign(measured=str(datetime.date.today()), threads=torch.get_num_threads()).to_csv(out, index=False)
+    print(f'written: {out}')

@@ -23,7 +23,7 @@ from fedrepro import baselines
 from fedrepro.core import PAPERS, load_modules
 from fedrepro.engine import Federation, synchronize
 from fedrepro.runner import cpu_model
-from _args import at_least, known_device  # bench/_args.py: python puts the script's folder first
+from _args import at_least, known_device, write_results  # bench/_args.py: python puts the script's folder first
 
 DEFAULT_FISHER = baselines.empirical_fisher
 
@@ -96,9 +96,7 @@ def main():
         print(pd.DataFrame(rows[-1:]).to_string(index=False, header=len(rows) == 1), flush=True)
     table = pd.DataFrame(rows)
     print(f'{cpu_model()}, {torch.get_num_threads()} threads, torch {torch.__version__}, {datetime.date.today()}')
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    table.assign(measured=str(datetime.date.today()), threads=torch.get_num_threads()).to_csv(args.out, index=False)
-    print(f'written: {args.out}')
+    write_results(table, args.out)
 
 
 if __name__ == '__main__':

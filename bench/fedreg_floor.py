@@ -23,7 +23,7 @@ from fedrepro.core import DATASETS
 from fedrepro.fedreg import FEDREG, pseudo_and_perturbed
 from fedrepro.models import build_model
 from fedrepro.runner import run
-from _args import at_least, known_device  # bench/_args.py: python puts the script's folder first
+from _args import at_least, known_device, write_results  # bench/_args.py: python puts the script's folder first
 
 SETTINGS = ('MNIST (two classes)', 'MNIST (one class)', 'EMNIST')
 
@@ -80,9 +80,7 @@ def main():
         f'{args.rounds} rounds of the mini stand-ins'
     )
     print(table.to_string(index=False))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    table.assign(measured=str(datetime.date.today()), threads=torch.get_num_threads()).to_csv(args.out, index=False)
-    print(f'written: {args.out}')
+    write_results(table, args.out)
     for setting in SETTINGS:
         small, whole = synthesis_seconds(setting, 10), synthesis_seconds(setting, 400)
         print(

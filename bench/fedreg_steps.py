@@ -24,7 +24,7 @@ from fedrepro.core import ALGORITHMS, PAPERS, load_modules
 from fedrepro.engine import Federation, sample_clients
 from fedrepro.fedreg import EagerFedReg
 from fedrepro.runner import cpu_model, run
-from _args import at_least, known_device  # bench/_args.py: python puts the script's folder first
+from _args import at_least, known_device, write_results  # bench/_args.py: python puts the script's folder first
 
 SETTINGS = (('fedgc', 'HWDigits-4'), ('fedreg', 'EMNIST'))  # the mini stand-ins whose clients hold the most batches
 STEPS = (1, 2, 10)
@@ -83,9 +83,7 @@ def main():
         f'{args.rounds} rounds of the mini stand-ins'
     )
     print(table.to_string(index=False))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    table.assign(measured=str(datetime.date.today()), threads=torch.get_num_threads()).to_csv(args.out, index=False)
-    print(f'written: {args.out}')
+    write_results(table, args.out)
 
 
 if __name__ == '__main__':
