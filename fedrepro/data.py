@@ -302,14 +302,12 @@ def load_federated(
         bounds = np.cumsum([0] + [len(r) for r in rows])
         client_test = [torch.arange(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
     if test_size:
-        check(
-            client_test is None and test_size <= len(y_test),
-            'test_size',
-            test_size,
-            f'at most the {len(y_test)} test samples, with a partition that keeps no per-client test parts',
-        )
-        keep = torch.as_tensor(np.sort(numpy_rng(0, 'test').choice(len(y_test), test_size, replace=False)))
-        x_test, y_test = x_test[keep], y_test[keep]
+        check(test_size <= len(y_test), 'test_size', test_size, f'at most the {len(y_test)} test samples')
+        keep = np.sort(numpy_rng(0, 'test').choice(len(y_test), test_size, replace=False))
+        x_test, y_test = x_test[torch.as_tensor(keep)], y_test[torch.as_tensor(keep)]
+        if client_test is not None:  # a client keeps the drawn rows of its own part
+            owner = np.searchsorted(bounds, keep, side='right') - 1
+            client_test = [torch.as_tensor(np.flatnonzero(owner == c)) for c in range(len(rows))]
     data = FedData(
         dataset,
         raw.x_train,

@@ -21,9 +21,10 @@ from .config import ExperimentConfig
 from .jobs import SCALES  # the scales a job runs at, defined once in fedrepro.jobs
 
 # %% auto #0
-__all__ = ['FAILURES', 'OK', 'LOG_KINDS', 'BEST_ACC', 'FINAL_ACC', 'ROUNDS', 'SHOWN_FIELDS', 'MIN_SEEDS', 'SEEDS', 'SWEEP_SEEDS',
-           'DATA_DIR', 'PRINTED_COLUMNS', 'Word', 'Outcome', 'Basis', 'Kind', 'Health', 'MetricKind', 'Metric',
-           'Mechanism', 'check_fields', 'Declared', 'Setting', 'Paper', 'check_paper', 'paper_numbers', 'SCALES']
+__all__ = ['FAILURES', 'OK', 'LOG_KINDS', 'BEST_ACC', 'FINAL_ACC', 'ROUNDS', 'SHOWN_FIELDS', 'MIN_SEEDS', 'SEEDS', 'SMOKE',
+           'SWEEP_SEEDS', 'DATA_DIR', 'PRINTED_COLUMNS', 'Word', 'Outcome', 'Basis', 'Kind', 'Health', 'MetricKind',
+           'Metric', 'Mechanism', 'check_fields', 'Declared', 'Setting', 'Paper', 'check_paper', 'paper_numbers',
+           'SCALES']
 
 # %% ../nbs/09b_declare.ipynb #200c5cdc
 class Word(str, Enum):
@@ -197,6 +198,7 @@ SHOWN_FIELDS = (
 )
 MIN_SEEDS = 5  # the fewest seeds a verdict rests on
 SEEDS = {'paper': list(range(MIN_SEEDS)), 'mini': list(range(MIN_SEEDS)), 'smoke': [0]}
+SMOKE = {'rounds': 2, 'clients_per_round': 2, 'epochs_divisor': 20, 'test_size': 256}  # what smoke changes in mini
 SWEEP_SEEDS = (10, 11, 12)  # the seeds a sweep of lr or λ decides on: no verdict uses them
 
 
@@ -231,7 +233,7 @@ class Paper:
     cells: Callable | None = None
     artefacts: dict = field(default_factory=dict)  # {notebook name: what it regenerates}
     claims: list = field(default_factory=list)
-    smoke: dict = field(default_factory=lambda: {'rounds': 2, 'clients_per_round': 2, 'epochs_divisor': 20})
+    smoke: dict = field(default_factory=lambda: dict(SMOKE))
     metrics: dict = field(default_factory=dict)  # {name: Metric}: every metric its cells write and its claims name
     feeds: dict = field(default_factory=dict)  # {artefact: claim keys}: the claims each artefact's cells judge
     mechanisms: dict = field(
