@@ -1,11 +1,15 @@
 "The `fedrepro` command, end to end, as a user types it."
 
+import contextlib
+import io
 import json
 import re
 import subprocess
 import sys
+from types import SimpleNamespace
 import pandas as pd
 import torch
+from fedrepro.cli import main
 
 FEDREPRO = [sys.executable, '-m', 'fedrepro.cli']
 
@@ -13,6 +17,18 @@ FEDREPRO = [sys.executable, '-m', 'fedrepro.cli']
 def fedrepro(*args, cwd=None):
     code = 'import sys; from fedrepro.cli import main; main(sys.argv[1:])'
     return subprocess.run([sys.executable, '-c', code, *args], capture_output=True, text=True, cwd=cwd, timeout=600)
+
+
+def fedrepro_here(*args):
+    """`fedrepro args` by `main` in this process, for a command that ends before any run or job starts: its exit code
+    and what it printed, as `fedrepro` gives them, without a new process's imports."""
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(list(args))
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+    return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def test_run_reaches_clearly_above_chance_and_writes_records(tmp_path):
@@ -74,11 +90,11 @@ def test_client_workers_end_at_the_ordinary_runs_model(tmp_path, monkeypatch):
 
 
 def test_set_reaches_fields_and_bad_values_exit_2(tmp_path):
-    p = fedrepro(
+    p = fedrepro_here(
         'run', '--model', 'mlp', '--rounds', '1', '--set', 'eval_every=1', '--set', 'lr=-1', '--out', str(tmp_path)
     )
     assert p.returncode == 2 and 'lr=-1.0 is not allowed: a finite number > 0' in p.stderr
-    p = fedrepro('run', '--partition', 'classes', '--classes-per-client', '12', '--out', str(tmp_path))
+    p = fedrepro_here('run', '--partition', 'classes', '--classes-per-client', '12', '--out', str(tmp_path))
     assert p.returncode == 2 and 'classes_per_client=12' in p.stderr
 
 
@@ -86,21 +102,21 @@ def test_an_unusable_out_is_one_line_naming_it(tmp_path):
     a_file = tmp_path / 'a-file'
     a_file.write_text('')
     for out in (str(a_file), '/dev/null/runs'):
-        p = fedrepro('run', '--model', 'mlp', '--rounds', '1', '--out', out)
+        p = fedrepro_here('run', '--model', 'mlp', '--rounds', '1', '--out', out)
         assert p.returncode == 2 and 'Traceback' not in p.stderr and out in p.stderr, p.stderr
 
 
 def test_list_names_everything():
-    p = fedrepro('list')
+    p = fedrepro_here('list')
     assert p.returncode == 0
     for name in ('mnist5k', 'iid', 'classes', 'dirichlet', 'cnn5', 'mlp', 'fedavg', 'fedsgd', 'quickstart'):
         assert name in p.stdout
 
 
 def test_reproduce_refuses_unknown_names_and_scales(tmp_path):
-    p = fedrepro('reproduce', 'fedreg_table99', '--out', str(tmp_path))
+    p = fedrepro_here('reproduce', 'fedreg_table99', '--out', str(tmp_path))
     assert p.returncode == 2 and "reproduction='fedreg_table99' is not allowed" in p.stderr
-    p = fedrepro(
+    p = fedrepro_here(
         'reproduce', 'quickstart', 'fedssd_figure6', '--set', 'profile=P', '--out', str(tmp_path)
     )  # refused before any job runs
     assert p.returncode == 2 and "parameter='profile' is not allowed" in p.stderr and not list(tmp_path.iterdir())
