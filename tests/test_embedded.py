@@ -159,17 +159,31 @@ def test_labels_are_learnable(dom):
     assert acc > 0.5, (dom, acc)
 
 
-def test_same_bytes_in_a_fresh_process():
-    "A fresh process, with other global RNG states, builds the same bytes (no hidden global randomness)."
+def test_same_bytes_in_a_fresh_process(tmp_path):
+    """A fresh process, with other global RNG states and no cached domains, draws the same bytes (no hidden global
+    randomness)."""
     code = (
         'import sys, numpy, torch; numpy.random.seed(1); torch.manual_seed(1); sys.path.insert(0, "tests"); '
         'import test_embedded as t; print(t._all_digest())'
     )
-    env = {**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONHASHSEED': '7'}
+    env = {**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONHASHSEED': '7', 'FEDREPRO_CACHE': str(tmp_path)}
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=root, env=env, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == _all_digest()
+
+
+def test_a_domain_is_drawn_once_and_read_back_the_same(tmp_path, monkeypatch):
+    "A domain's cached copy gives its drawn bytes; a damaged copy is drawn again."
+    monkeypatch.setenv('FEDREPRO_CACHE', str(tmp_path))
+    emb.domain_data.cache_clear()
+    drawn = emb.domain_data('usps-like')
+    (cached,) = tmp_path.glob('digit-domain-usps-like-*.npz')
+    for damage in (lambda: None, lambda: cached.write_bytes(b'not a zip')):
+        damage()
+        emb.domain_data.cache_clear()
+        assert all(torch.equal(a, b) for a, b in zip(emb.domain_data('usps-like'), drawn))
+    emb.domain_data.cache_clear()
 
 
 def test_mnist5k_is_mlxtends_mnist_data_exactly():
