@@ -7,6 +7,7 @@ does in the simulation, and the two then agree bit for bit. At two threads the e
 which rounding can flip). The simulation tests skip when Flower is not installed."""
 
 import importlib.util
+import contextlib
 import json
 import os
 import re
@@ -114,6 +115,24 @@ def wait_gone(pattern: str, seconds: float = 20) -> list:
     return left
 
 
+def started_in(home: Path, seconds: float = 20) -> list:
+    """The ids of processes run with `home` as their HOME (a SuperLink and what it started), after waiting up to
+    `seconds` for there to be none."""
+    import psutil
+
+    def left():
+        found = []
+        for p in psutil.process_iter():
+            with contextlib.suppress(psutil.Error, OSError):
+                found += [p.pid] if p.environ().get('HOME') == str(home) else []
+        return found
+
+    t0 = time.monotonic()
+    while (pids := left()) and time.monotonic() - t0 < seconds:
+        time.sleep(0.5)
+    return pids
+
+
 @pytest.fixture
 def ray_cluster():
     """A Ray cluster of 2 CPUs, started as the scale-out chapter starts one (`ray start --head`, here with `--block`
@@ -213,7 +232,11 @@ def test_the_chapters_flwr_run_recipe_works_as_written(tmp_path):
     finally:
         subprocess.run(shlex.split(stop_cmd.replace('39091', str(port))), env=env)
         assert not wait_gone(superlink), 'the stop command left the SuperLink running'
+        assert not started_in(home), 'the stop command left processes the SuperLink started'
     assert '(4 simulated SuperNodes)' in log and 'fedrepro: round 20/20, test_acc' in log, log[-4000:]
+    assert 'default simulated SuperNodes changed from 10 to 2' in log, (
+        "Flower no longer logs its node-count notice: drop the chapter's sentence on it"
+    )
     (where,) = re.findall(r'fedrepro: final model and metrics in (\S+)', log)
     namespace = {}
     exec(module, namespace)
