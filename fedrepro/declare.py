@@ -114,6 +114,8 @@ class Metric:
     kind: MetricKind
     better: str | None = 'higher'
     accuracy: str | None = None  # 'best' (over all rounds) or 'final' (the last round)
+    # where a healthy run's value may be undefined (an empty cell), why: a threshold never reached; else it never is
+    undefined: str = ''
 
     def __post_init__(self):
         object.__setattr__(self, 'kind', MetricKind(self.kind))
@@ -124,6 +126,7 @@ class Metric:
             self.accuracy,
             "'best' or 'final' for an accuracy, None for any other kind",
         )
+        check(isinstance(self.undefined, str), 'undefined', self.undefined, 'text: why a value may be undefined')
 
 
 BEST_ACC, FINAL_ACC = Metric('accuracy', accuracy='best'), Metric('accuracy', accuracy='final')

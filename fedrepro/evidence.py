@@ -337,6 +337,12 @@ def seed_cells(paper: Paper, curves: pd.DataFrame, scale: str) -> pd.DataFrame:
             check(k in paper.metrics, f'{paper.key} cell metric', k, f'a declared metric: one of {list(paper.metrics)}')
             gate = paper.mechanism(m) if m in paper.methods else None
             h = _cell_health(cell.get('health', OK), health.get(m, OK), runs.get(m), m, gate)
+            check(
+                not (h.ok and math.isnan(cell['value'])) or paper.metrics[k].undefined,
+                f'{paper.key} {st} / {m} / {k} seed {sd} value',
+                cell['value'],
+                f'a number: {k!r} declares no undefined value (Metric(..., undefined=why) where one may be)',
+            )
             rows.append(row(m, k, cell['value'], h))
             given.add((m, k))
         rows += [row(m, RISE, rise(c)) for m, c in runs.items() if (m, RISE) not in given]

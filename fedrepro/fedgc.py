@@ -907,7 +907,7 @@ FEDGC_METRICS = {  # every metric its cells write and its claims name, as the pa
     'final ACC': FINAL_ACC,  # Figure 2's "until the end of communication"
     # Table 2's and §4.4's savings: FedGC's rounds to a best as a fraction of a baseline's (fewer is better)
     **{
-        f"rounds to {t}'s best / {b}'s": Metric('ratio', 'lower')
+        f"rounds to {t}'s best / {b}'s": Metric('ratio', 'lower', undefined=f"{b} never reached {t}'s best (N.A.)")
         for t, b in (('FedAvg',) * 2, ('FedAvg', 'FedReg'), ('FedReg',) * 2)
     },
     "ACC − FedGC (w/o CGC)'s": Metric('difference'),  # Table 4: what CGC adds

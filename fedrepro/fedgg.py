@@ -750,10 +750,11 @@ FEDGG_METRICS = {  # every metric its cells write and its claims name, as the pa
     'early ACC': Metric('score'),  # C12: the mean accuracy over the first fifth of the rounds (Figure 2)
     "largest client's share": Metric('score', None),
     'margin over the best baseline': Metric('difference'),
-    RISE: Metric('difference', None),  # a run's last fifth's best less the fifth before's: `Plateaued`
+    # a run's last fifth's best less the fifth before's: `Plateaued`
+    RISE: Metric('difference', None, undefined='a run of fewer than five evaluated rounds has no fifths'),
     'rounds to target': ROUNDS,  # Tables 3-4: rounds to FedAvg's accuracy after its last round
     's_m trend': Metric('score', 'lower'),  # C10b: the step length falls over the rounds (a negative rank correlation)
-    'speed-up': Metric('ratio'),
+    'speed-up': Metric('ratio', undefined="the method never reached FedAvg's final accuracy"),
     'update cos, early': Metric('score'),  # C10c: consecutive global updates point alike early (above 0.5)
     'update cos, early − late': Metric('difference'),  # C10c: ... more so than late
     "upload / FedAvg's": Metric('ratio', 'lower'),

@@ -126,12 +126,13 @@ def check_table_csv(path) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
-def check_seed_csv(path, table=None, variant: str = '') -> pd.DataFrame:
+def check_seed_csv(path, table=None, variant: str = '', metrics: dict | None = None) -> pd.DataFrame:
     """A per-seed file `<name>_seeds.csv` (`SEED_COLUMNS`), refused at its first bad row (`DamagedCSV`) unless each cell
     has its type (a seed an integer, a value a number or empty, rounds an integer or empty, a known health), each
     (setting, method, seed, metric) is there once, every seed of a setting has the same methods, and each row of its
     `table` (`check_table_csv`'s) that names seeds finds exactly those seeds here: the rows follow from the settings,
-    methods, seeds and metrics the table declares, so a file cut short is found. As `read_seed_csv` reads it."""
+    methods, seeds and metrics the table declares, so a file cut short is found. With the paper's `metrics`, a healthy
+    cell is empty only where its metric declares why it may be (`Metric.undefined`). As `read_seed_csv` reads it."""
     s = read_text_csv(path, SEED_COLUMNS)
     _first_bad(path, s, (s[['setting', 'method', 'metric']] == '').any(axis=1), 'a setting, method or metric is empty')
     _first_bad(path, s, ~s['seed'].str.fullmatch(r'\d+'), 'seed is not an integer >= 0')
@@ -139,6 +140,10 @@ def check_seed_csv(path, table=None, variant: str = '') -> pd.DataFrame:
     _first_bad(path, s, ~s['rounds'].str.fullmatch(r'\d*'), 'rounds is not an integer or empty')
     _first_bad(path, s, ~s['health'].isin([k.value for k in Kind]), f'health is not one of {[k.value for k in Kind]}')
     _first_bad(path, s, s.duplicated(['setting', 'method', 'seed', 'metric']), 'a cell a row above holds already')
+    if metrics:
+        always = s['metric'].map(lambda k: k in metrics and not metrics[k].undefined)
+        blank = (s['value'] == '') & (s['health'] == Kind.OK.value) & always
+        _first_bad(path, s, blank, 'value is empty in a healthy cell of a metric that declares no undefined value')
     methods, per_seed, last, held = {}, {}, {}, {}
     for i, (setting, method, seed, metric) in enumerate(zip(s['setting'], s['method'], s['seed'], s['metric'])):
         methods.setdefault(setting, set()).add(method)
@@ -180,11 +185,12 @@ def check_artefact(folder: Path, name: str, needs_seeds: bool = True) -> list[Pa
     (`check_table_csv`, `check_seed_csv`); a table without its per-seed file is refused where the artefact has one
     (`needs_seeds`)."""
     tables = artefact_tables(folder, name)
+    metrics = next((PAPERS[k].metrics for k in PAPERS if name in PAPERS[k].artefacts), None)
     for t in tables:
         table = check_table_csv(t)
         seeds = t.with_name(f'{t.stem}_seeds.csv')
         if seeds.is_file():
-            check_seed_csv(seeds, table, t.stem.removeprefix(name).lstrip('_'))
+            check_seed_csv(seeds, table, t.stem.removeprefix(name).lstrip('_'), metrics)
         elif needs_seeds:
             raise ValueError(
                 f'{t} has no per-seed file {seeds.name} beside it, so its verdicts cannot be judged: re-run its job '

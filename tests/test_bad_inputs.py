@@ -1102,6 +1102,12 @@ EVIDENCE = {  # case: (artefact, file, damage, words of the refusal)
     'a malformed seeds cell': ('fedreg_table1', '', _replace('0,1,2,3,4', '0;1'), ["row 1 (line 2): seeds is not"]),
     'a value not a number': ('fedreg_figure2', '_seeds', lambda f: _bad_cell(f, 'value', 'abc'), ['value is not']),
     'a value NaN': ('fedreg_table1', '_seeds', lambda f: _bad_cell(f, 'value', 'nan'), ['value is not a number or']),
+    'a healthy value empty where its metric is always defined': (  # FedGC's ratios may be: a baseline never got there
+        'fedreg_figure2',
+        '_seeds',
+        lambda f: _bad_cell(f, 'value', ''),
+        ['row 3 (line 4): value is empty in a healthy cell of a metric that declares no', "'mean loss increase'"],
+    ),
     'a seed not an integer': ('fedreg_figure2', '_seeds', lambda f: _bad_cell(f, 'seed', '1.5'), ['seed is not']),
     'an unknown health': ('fedreg_figure2', '_seeds', lambda f: _bad_cell(f, 'health', 'fine'), ['health is not']),
     'a row twice': (
