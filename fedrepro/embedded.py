@@ -5,13 +5,12 @@
 # %% ../nbs/02d_embedded.ipynb #6c494320
 from __future__ import annotations
 import os
-import zipfile
 from functools import lru_cache
 from pathlib import Path
 import numpy as np
 import torch
-from .core import DATASETS, atomic_write
-from .data import RawData, DatasetSpec, cache_dir, mnist5k_split
+from .core import DATASETS
+from .data import RawData, DatasetSpec, kept_arrays, mnist5k_split
 from .transforms import resize, grey_to_rgb, to_float
 
 # %% auto #0
@@ -245,26 +244,12 @@ def _drawing_key() -> str:
 @lru_cache(maxsize=None)
 def domain_data(domain: str) -> tuple:
     """`(x_train, y_train, x_test, y_test)` of one domain: `uint8` N×3×32×32 and int64 labels, drawn once per machine
-    and kept in `cache_dir()` under its `_drawing_key` (drawing the SVHN stand-in takes 5 s a process)."""
+    and kept (`kept_arrays`) under its `_drawing_key` (drawing the SVHN stand-in takes 5 s a process)."""
     if domain not in _MAKERS:
         raise ValueError(f"domain={domain!r} is not allowed: choose one of {list(DOMAINS)}")
-    cached = cache_dir() / f'digit-domain-{domain}-{_drawing_key()}.npz'
-    try:
-        with np.load(cached) as f:
-            return tuple(torch.from_numpy(f[k]) for k in _PARTS)
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
-        pass  # absent or unreadable: draw it again
-    parts = _MAKERS[domain]()
-
-    def save(tmp):
-        with open(tmp, 'wb') as f:
-            np.savez(f, **{k: v.numpy() for k, v in zip(_PARTS, parts)})
-
-    try:
-        atomic_write(cached, save)
-    except OSError:
-        pass  # a read-only home: draw it in every process
-    return parts
+    draw = lambda: {k: v.numpy() for k, v in zip(_PARTS, _MAKERS[domain]())}
+    arrays = kept_arrays(f'digit-domain-{domain}-{_drawing_key()}.npz', draw)
+    return tuple(torch.from_numpy(arrays[k]) for k in _PARTS)
 
 
 def load_digit_domains(data_root=None, download: bool = False, domains: tuple = DOMAINS) -> RawData:
