@@ -247,7 +247,10 @@ def atomic_write(path, write: Callable[[str], None]):
     new file be (a temporary file's own mode, 0600, would hide it from everyone else)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except PermissionError:  # named after the file asked for, not the temporary one
+        raise PermissionError(f'cannot write {path}: this process may not create files in {path.parent}') from None
     try:
         os.fchmod(fd, 0o666 & ~_umask())
     finally:

@@ -461,6 +461,8 @@ def _locked(run_dir: Path):
         yield True
         return  # no flock (Windows): unlocked
     try:
+        if not os.access(run_dir, os.W_OK):  # its `.lock` may be writable where the folder is not
+            raise PermissionError(errno.EACCES, 'cannot write', str(run_dir))
         f = open(run_dir / '.lock', 'w')
     except OSError as e:
         if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):

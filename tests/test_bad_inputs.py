@@ -899,6 +899,24 @@ def test_a_finished_run_reads_without_write_access(finished, tmp_path, monkeypat
         run(cfg.replace(rounds=4), tmp_path)
 
 
+def test_a_folder_this_process_cannot_write_is_named_in_one_line(finished, tmp_path, monkeypatch):
+    """A run folder whose `.lock` is writable and the folder not (as root, chmod binds nobody: os.access answers for
+    it), and one where no file can be created: the folder is named, not a temporary file's name."""
+    cfg, res, d = _copy(finished, tmp_path)
+    access = os.access
+    monkeypatch.setattr(os, 'access', lambda p, mode, **k: tmp_path not in Path(p).parents and access(p, mode, **k))
+    pd.testing.assert_frame_equal(run(cfg, tmp_path).metrics, res.metrics)
+    args = RUN + ['--num-clients', '4', '--clients-per-round', '2', '--test-size', '200', '--out', str(tmp_path)]
+    code, err = fedrepro(args)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert 'is not a finished run and this process cannot write there' in err, err
+    monkeypatch.undo()
+    monkeypatch.setattr(tempfile, 'mkstemp', lambda **k: (_ for _ in ()).throw(PermissionError(13, 'denied', 'tmp')))
+    code, err = fedrepro(args)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert f'cannot write {tmp_path}' in err and 'this process may not create files in' in err, err
+
+
 def test_a_runs_records_are_as_readable_as_any_new_file(finished):
     "Records are written through temporary files (0600), yet others read them as the umask lets them read any file."
     cfg, res = finished
