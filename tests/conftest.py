@@ -176,11 +176,17 @@ FIRST = ['notebooks', 'book', 'ray']
 
 
 def group_of(nodeid: str) -> str | None:
-    return GROUPS.get(Path(nodeid.split('::')[0]).stem)
+    module = Path(nodeid.split('::')[0]).stem
+    if module == 'test_notebooks' and '[' in nodeid:
+        return f"notebooks {nodeid.split('[')[1]}"  # each part its own unit, so that the parts run side by side
+    return GROUPS.get(module)
 
 
 def pytest_collection_modifyitems(config, items):
-    rank = lambda item: FIRST.index(group_of(item.nodeid)) if group_of(item.nodeid) in FIRST else len(FIRST)
+    first = lambda group: (group or '').split(' ')[0]
+    rank = lambda item: (
+        FIRST.index(first(group_of(item.nodeid))) if first(group_of(item.nodeid)) in FIRST else len(FIRST)
+    )
     items.sort(key=rank)  # stable: within a rank, the collection order
 
 
