@@ -1,7 +1,8 @@
 """The book in a real browser, with the network off: headless Chromium (Debian's `chromium`, driven by Playwright) opens
 every page of the built book from file:// and checks that it loads without console errors or failed requests, requests
 nothing off the machine, that every link into the book and every image resolves, that KaTeX typeset the maths (and
-left no raw `\\(..\\)` or `$..$`), and that pages with figures show them. Screenshots of the landing page and of the
+left no raw `\\(..\\)` or `$..$`), that no code or maths is wider than the window at 1280 px or scrolls
+sideways inside itself, and that pages with figures show them. Screenshots of the landing page and of the
 report page go to test-output/browser/ (named at the end of the run)."""
 
 import os
@@ -27,6 +28,12 @@ RAW_TEX = re.compile(r"\\\(.+?\\\)|\\\[.+?\\\]", re.S)
 KNOWN: dict = {}
 # what the page gives back: its links, images, maths and the text a reader sees outside code and typeset maths
 INSPECT = """() => {
+  // code or maths wider than the window, or scrolling sideways inside itself (KaTeX's MathML copy is clipped out of
+  // sight, and an SVG's shapes are clipped to it); wide tables are not checked yet
+  const wider = el => { const r = el.getBoundingClientRect(), x = getComputedStyle(el).overflowX;
+    if (el.closest('.katex-mathml') || el.ownerSVGElement || !el.closest('pre, code, .math, .katex')) return false;
+    const scrolls = /auto|scroll/.test(x) && el.scrollWidth > el.clientWidth + 1;
+    return r.width > 0 && (r.right > innerWidth + 1 || scrolls); };
   const skip = el => !el || el.closest('pre, code, script, style, noscript, textarea, .katex, .sourceCode');
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   const text = []; let n;
@@ -40,6 +47,10 @@ INSPECT = """() => {
     katex: document.querySelectorAll('.katex').length,
     katexErrors: [...document.querySelectorAll('.katex-error')].map(e => e.textContent.slice(0, 80)),
     text: text.join(' '),
+    wide: [...document.querySelectorAll('body *')].filter(wider).slice(0, 5).map(el =>
+      `${el.tagName.toLowerCase()}${el.className ? '.' + String(el.className).trim().split(/\\s+/)[0] : ''} ` +
+      `(${Math.round(Math.max(el.getBoundingClientRect().right, el.scrollWidth))} px: ` +
+      `${JSON.stringify((el.textContent || '').trim().slice(0, 40))})`),
   };
 }"""
 
@@ -151,6 +162,7 @@ def problems(page: Path, docs: Path, found: dict) -> list[str]:
     if found["math"] and not found["katex"]:
         out.append(f"{found['math']} maths spans and no .katex element: KaTeX did not typeset")
     out += [f"KaTeX could not typeset: {e}" for e in found["katexErrors"]]
+    out += [f"wider than the window at 1280 px: {w}" for w in found["wide"]]
     for pat in (RAW_TEX, DOLLARS):
         out += [f"raw maths left in the text: {m.group(0)[:80]!r}" for m in pat.finditer(found["text"])]
     return out
@@ -171,6 +183,7 @@ def test_checker_catches_what_it_should(browser, tmp_path):
         '<html><head><script src="https://cdn.jsdelivr.net/npm/katex@0.16.11/dist/katex.min.js"></script></head><body>'
         '<a href="missing.html">a</a> <a href="sub/other.html#nowhere">b</a> <a href="https://fedrepro.github.io/fedrepro/repro.html">c</a>'
         '<img src="gone.png"> <p>raw $x^2$ and \\(y\\)</p><span class="math inline">\\(z\\)</span>'
+        f'<pre style="overflow-x: auto">{"x" * 400}</pre><p><code style="display: block; width: 1500px">wide</code></p>'
         '<script>console.error("boom")</script></body></html>'
     )
     good = problems(tmp_path / "good.html", tmp_path, browser.visit(tmp_path / "good.html"))
@@ -190,6 +203,8 @@ def test_checker_catches_what_it_should(browser, tmp_path):
         "raw maths left in the text: '$x^2$'",
         "raw maths left in the text: '\\\\(y\\\\)'",
         "KaTeX did not typeset",
+        "wider than the window at 1280 px: pre (",
+        "wider than the window at 1280 px: code (1508 px: \"wide\")",
     ):
         assert fault in bad, f"not caught: {fault}\n{bad}"
 
