@@ -41,7 +41,7 @@ check-sync: $(STAMP)
 
 # every notebook in one process, in order: nbdev_test's workers each run several notebooks, so what one leaves in the
 # library's registries reaches the next; running them all together makes that reproducible instead of a chance pairing.
-# `make test` runs it as one of pytest's tests (tests/test_notebooks.py), beside the others
+# `make test` runs them in two fixed parts, each in one process, as two of pytest's tests (tests/test_notebooks.py)
 nbtest: $(STAMP)
 	$(BIN)/nbdev_test --n_workers 0
 

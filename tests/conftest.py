@@ -182,11 +182,13 @@ def group_of(nodeid: str) -> str | None:
     return GROUPS.get(module)
 
 
+def rank(item) -> int:
+    "The long groups first, in FIRST's order; a part of the chapters ranks as `notebooks`."
+    group = (group_of(item.nodeid) or '').split(' ')[0]
+    return FIRST.index(group) if group in FIRST else len(FIRST)
+
+
 def pytest_collection_modifyitems(config, items):
-    first = lambda group: (group or '').split(' ')[0]
-    rank = lambda item: (
-        FIRST.index(first(group_of(item.nodeid))) if first(group_of(item.nodeid)) in FIRST else len(FIRST)
-    )
     items.sort(key=rank)  # stable: within a rank, the collection order
 
 

@@ -1,11 +1,11 @@
 """The Flower adapters (#18): a method run as Flower apps in Flower's simulation ends with the engine's global model.
-FedProx and FedReg, two rounds, four clients of the embedded digits with two a round (FedAvg is FedReg's path less its
-synthesis, and gets no simulation of its own: each costs a local Ray's start. SCAFFOLD, whose control
-variate must survive in `context.state` as client 0 trains in both rounds, runs so in the Flower chapter, where a
-store that forgets it is told apart). The engine runs at one torch thread, as each client
-does in the simulation, and the two then agree bit for bit. At two threads the engine differs from itself at one by
-1.5e-8 to 4.5e-8 on this config, and FedReg with a full local epoch by 1.3e-4 (its FGSM steps take signs of gradients,
-which rounding can flip). The simulation tests skip when Flower is not installed."""
+FedProx and FedReg, two rounds, four clients of the embedded digits with two a round. FedAvg is FedReg's path less its
+synthesis and gets no simulation of its own (each costs a local Ray's start); SCAFFOLD, whose control variate must
+survive in `context.state` as client 0 trains in both rounds, runs so in the Flower chapter, where a store that forgets
+it is told apart. The engine runs at one torch thread, as each client does in the simulation, and the two then agree
+bit for bit. At two threads the engine differs from itself at one by 1.5e-8 to 4.5e-8 on this config, and FedReg with
+a full local epoch by 1.3e-4 (its FGSM steps take signs of gradients, which rounding can flip). The simulation tests
+skip when Flower is not installed."""
 
 import importlib.util
 import contextlib
