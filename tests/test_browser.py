@@ -2,8 +2,8 @@
 every page of the built book from file:// and checks that it loads without console errors or failed requests, requests
 nothing off the machine, that every link into the book and every image resolves, that KaTeX typeset the maths (and
 left no raw `\\(..\\)` or `$..$`), that no code or maths is wider than the window at 1280 px or scrolls
-sideways inside itself, and that pages with figures show them. Screenshots of the landing page and of the
-report page go to test-output/browser/ (named at the end of the run)."""
+sideways inside itself and no table is wider than the window, and that pages with figures show them. Screenshots of
+the landing page and of the report page go to test-output/browser/ (named at the end of the run)."""
 
 import os
 import re
@@ -25,15 +25,26 @@ DOLLARS = re.compile(r"(?<![\\$])\$\$[^$]+?\$\$|(?<![\\$])\$(?=\S)[^$\n]+?(?<=\S
 RAW_TEX = re.compile(r"\\\(.+?\\\)|\\\[.+?\\\]", re.S)
 # Faults known and to be fixed in a chapter this test does not own. Each must still occur (the test says when one is
 # gone, so its entry goes too); any other fault fails the test.
-KNOWN: dict = {}
+WIDE = 'wider than the window at 1280 px: a table'
+KNOWN: dict = {  # tables in the papers' layouts, too many columns to fit 1280 px even scaled to 70 % (#77)
+    ('10_fedreg.html', WIDE): "the mini scale's settings, eight of them as columns",
+    ('18_report.html', WIDE): "FedGC's Table 2 as the paper lays it out: 4 settings × 5 metrics as columns",
+    ('repro/fedgc_table2.html', WIDE): "FedGC's Table 2 as the paper lays it out: 4 settings × 5 metrics as columns",
+}
 # what the page gives back: its links, images, maths and the text a reader sees outside code and typeset maths
 INSPECT = """() => {
-  // code or maths wider than the window, or scrolling sideways inside itself (KaTeX's MathML copy is clipped out of
-  // sight, and an SVG's shapes are clipped to it); wide tables are not checked yet
+  // code or maths wider than the window or scrolling sideways inside itself, and tables wider than the window
+  // (KaTeX's MathML copy is clipped out of sight, and an SVG's shapes are clipped to it)
   const wider = el => { const r = el.getBoundingClientRect(), x = getComputedStyle(el).overflowX;
-    if (el.closest('.katex-mathml') || el.ownerSVGElement || !el.closest('pre, code, .math, .katex')) return false;
-    const scrolls = /auto|scroll/.test(x) && el.scrollWidth > el.clientWidth + 1;
+    if (el.closest('.katex-mathml') || el.ownerSVGElement || !el.closest('pre, code, .math, .katex, table')) {
+      return false;
+    }
+    const scrolls = /auto|scroll/.test(x) && el.scrollWidth > el.clientWidth + 1 && !el.closest('table');
     return r.width > 0 && (r.right > innerWidth + 1 || scrolls); };
+  const describe = el => el.closest('table') ? 'a table' :
+    `${el.tagName.toLowerCase()}${el.className ? '.' + String(el.className).trim().split(/\\s+/)[0] : ''} ` +
+    `(${Math.round(Math.max(el.getBoundingClientRect().right, el.scrollWidth))} px: ` +
+    `${JSON.stringify((el.textContent || '').trim().slice(0, 40))})`;
   const skip = el => !el || el.closest('pre, code, script, style, noscript, textarea, .katex, .sourceCode');
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   const text = []; let n;
@@ -47,10 +58,7 @@ INSPECT = """() => {
     katex: document.querySelectorAll('.katex').length,
     katexErrors: [...document.querySelectorAll('.katex-error')].map(e => e.textContent.slice(0, 80)),
     text: text.join(' '),
-    wide: [...document.querySelectorAll('body *')].filter(wider).slice(0, 5).map(el =>
-      `${el.tagName.toLowerCase()}${el.className ? '.' + String(el.className).trim().split(/\\s+/)[0] : ''} ` +
-      `(${Math.round(Math.max(el.getBoundingClientRect().right, el.scrollWidth))} px: ` +
-      `${JSON.stringify((el.textContent || '').trim().slice(0, 40))})`),
+    wide: [...new Set([...document.querySelectorAll('body *')].filter(wider).map(describe))].slice(0, 5),
   };
 }"""
 
@@ -184,6 +192,7 @@ def test_checker_catches_what_it_should(browser, tmp_path):
         '<a href="missing.html">a</a> <a href="sub/other.html#nowhere">b</a> <a href="https://fedrepro.github.io/fedrepro/repro.html">c</a>'
         '<img src="gone.png"> <p>raw $x^2$ and \\(y\\)</p><span class="math inline">\\(z\\)</span>'
         f'<pre style="overflow-x: auto">{"x" * 400}</pre><p><code style="display: block; width: 1500px">wide</code></p>'
+        '<table style="width: 1500px"><tr><td>wide</td></tr></table>'
         '<script>console.error("boom")</script></body></html>'
     )
     good = problems(tmp_path / "good.html", tmp_path, browser.visit(tmp_path / "good.html"))
@@ -205,6 +214,7 @@ def test_checker_catches_what_it_should(browser, tmp_path):
         "KaTeX did not typeset",
         "wider than the window at 1280 px: pre (",
         "wider than the window at 1280 px: code (1508 px: \"wide\")",
+        WIDE,
     ):
         assert fault in bad, f"not caught: {fault}\n{bad}"
 
