@@ -230,14 +230,16 @@ _MAKERS = {'mnist': _make_mnist, 'usps-like': _make_usps, 'mnistm-like': _make_m
 _PARTS = ('x_train', 'y_train', 'x_test', 'y_test')
 
 
+@lru_cache(maxsize=None)
 def _drawing_key() -> str:
-    "What the drawn domains depend on: this module's code and the libraries that draw them."
+    """What the drawn domains depend on: this module's code and the libraries that draw them (matplotlib's version
+    read from its metadata, so that a domain read back from the cache imports no matplotlib)."""
     import hashlib
+    import importlib.metadata
     import importlib.util
-    import matplotlib
 
     code = Path(importlib.util.find_spec('fedrepro.embedded').origin).read_bytes()
-    versions = f'{np.__version__} {torch.__version__} {matplotlib.__version__}'.encode()
+    versions = f"{np.__version__} {torch.__version__} {importlib.metadata.version('matplotlib')}".encode()
     return hashlib.sha256(code + versions).hexdigest()[:16]
 
 
