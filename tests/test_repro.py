@@ -6,6 +6,7 @@ this process too (`FEDREPRO_WORKERS=1`): a kernel's and a pool's start cost more
 once (the runner's lock makes a second worker wait for it), which is most of a job's time. The path through papermill,
 `reproduce`, is tested in test_cli.py and test_readme.py."""
 
+import atexit
 from pathlib import Path
 import pandas as pd
 import pytest
@@ -33,7 +34,9 @@ def execute_at_smoke(name: str, out: Path):
     at = next(i for i, c in enumerate(nb.cells) if 'parameters' in c.metadata.get('tags', []))
     params = dict(scale='smoke', device='cpu', data_root=str(Path('data').resolve()), out_dir=str(out))
     nb.cells.insert(at + 1, mk_cell('\n'.join(f'{k} = {v!r}' for k, v in params.items())))
-    CaptureShell().run_all(nb, exc_stop=True)
+    shell = CaptureShell()
+    atexit.unregister(shell.atexit_operations)  # it collects garbage at exit: 0.2-1 s a job, at the end of the run
+    shell.run_all(nb, exc_stop=True)
 
 
 @pytest.mark.parametrize('name', NOTEBOOKS)
