@@ -73,6 +73,7 @@ def plugin(tmp_path_factory):
         **os.environ,
         'PYTHONPATH': os.pathsep.join([str(root), os.environ.get('PYTHONPATH', '')]),
         'OMP_NUM_THREADS': '1',
+        'FEDREPRO_WORKERS': '1',  # its runs in the job's kernel: a pool's start costs more than they do
     }
     return root, env
 
