@@ -172,13 +172,23 @@ GROUPS = {
         )
     },  # a module-scoped fixture each
 }
-FIRST = ['notebooks', 'book', 'ray', 'test_sixth_paper', 'test_readme']  # longest first: no long unit ends the run
+FIRST = ['notebooks', 'book', 'ray', 'smoke', 'test_sixth_paper', 'test_readme']  # longest first: none ends the run
+
+
+def smoke_job(nodeid: str) -> str | None:
+    "The job a test runs at smoke in the shared `runs` folder (test_repro.py's, and the README's `reproduce`)."
+    module, param = Path(nodeid.split('::')[0]).stem, nodeid.partition('[')[2].rstrip(']')
+    if module == 'test_repro' and param:
+        return param
+    return param.removeprefix('reproduce ') if module == 'test_readme' and param.startswith('reproduce ') else None
 
 
 def group_of(nodeid: str) -> str | None:
     module = Path(nodeid.split('::')[0]).stem
     if module == 'test_notebooks' and '[' in nodeid:
         return f"notebooks {nodeid.split('[')[1]}"  # each part its own unit, so that the parts run side by side
+    if job := smoke_job(nodeid):  # a paper's jobs share runs: on two workers at once, one would wait for the other
+        return f"smoke {'fedreg' if job == 'quickstart' else job.split('_')[0]}"  # the quickstart reads Table 1's
     return GROUPS.get(module)
 
 
