@@ -168,6 +168,7 @@ GROUPS = {
             'test_embedded',
             'test_gpu_check',
             'test_partitions',
+            'test_prose',
             'test_sixth_paper',
         )
     },  # a module-scoped fixture each
