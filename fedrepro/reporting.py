@@ -4,6 +4,7 @@
 
 # %% ../nbs/09e_reporting.ipynb #6214c57b
 from __future__ import annotations
+import html
 import math
 import os
 from pathlib import Path
@@ -15,9 +16,10 @@ from .evidence import SEED_COLUMNS, from_one_source, read_seed_csv
 from .verdicts import OUTCOMES, Claim, OnDevice, Why, basis, judge
 
 # %% auto #0
-__all__ = ['TABLE_COLUMNS', 'paper_artefacts', 'reader_coverage', 'report_papers', 'default_jobs', 'committed_results',
-           'artefact_tables', 'DamagedCSV', 'read_text_csv', 'check_table_csv', 'check_seed_csv', 'check_artefact',
-           'artefact_sources', 'paper_cells', 'report_verdicts', 'verdict_summary', 'why_summary']
+__all__ = ['TABLE_COLUMNS', 'OUTCOME_COLOURS', 'paper_artefacts', 'reader_coverage', 'report_papers', 'default_jobs',
+           'committed_results', 'artefact_tables', 'DamagedCSV', 'read_text_csv', 'check_table_csv', 'check_seed_csv',
+           'check_artefact', 'artefact_sources', 'paper_cells', 'report_verdicts', 'verdict_summary', 'why_summary',
+           'headline_rows', 'evidence_lead', 'headline_table']
 
 # %% ../nbs/09e_reporting.ipynb #7710f43a
 def paper_artefacts() -> pd.DataFrame:
@@ -315,3 +317,50 @@ def why_summary(verdicts: pd.DataFrame) -> pd.DataFrame:
     ).reindex(papers, fill_value=0)
     s.insert(0, 'inconclusive', undecided.groupby('paper').size().reindex(papers, fill_value=0))
     return pd.concat([s, s.sum().to_frame('all papers').T]).astype(int).rename_axis(index='paper', columns=None)
+
+# %% ../nbs/09e_reporting.ipynb #ecfdffe1
+OUTCOME_COLOURS = {
+    'reproduced': '#2e7d32',
+    'partly reproduced': '#7a9a01',
+    'not reproduced': '#c62828',
+    'inconclusive': '#e09100',
+    'not testable here': '#9e9e9e',
+}
+
+
+def headline_rows(paper, verdict: pd.DataFrame) -> pd.DataFrame:
+    "The rows of one paper's `verdict` for `paper`'s headline claims, in the abstract's order."
+    rows = verdict.set_index('claim')
+    check(set(paper.headline) <= set(rows.index), 'verdict', sorted(rows.index), f'the claims of {paper.key}')
+    return rows.loc[list(paper.headline)].reset_index()
+
+
+def evidence_lead(r, n: int = 400) -> str:
+    """A claim's evidence in a line: the first comparison whose outcome is the claim's (else the first), or why it is
+    not tested; at most `n` characters."""
+    parts = [e for e in str(r.evidence).split(' | ') if e]
+    line = ([e for e in parts if e.startswith((f'[{r.outcome}]', f'[{r.outcome}:'))] or parts or [r.preconditions])[0]
+    return line if len(line) <= n else line[:n].rsplit(' ', 1)[0] + ' … (the rest with the claim)'
+
+
+def headline_table(h: pd.DataFrame, name=str, href=None):
+    """Headline claims `h` (`headline_rows`), each whole: statement, outcome in colour, evidence in a line; a column
+    `name(paper)` where `h` has a `paper` column, and each key a link to `href(row)` where given."""
+    from IPython.display import HTML
+
+    esc = lambda t: html.escape(str(t))
+    papers = 'paper' in h.columns
+    key = lambda r: f'<a href="{esc(href(r))}">{esc(r.claim)}</a>' if href else esc(r.claim)
+    colour = lambda r: OUTCOME_COLOURS.get(str(r.outcome), 'inherit')
+    heads = ['paper'] * papers + ['claim', 'what the abstract claims', 'outcome', 'evidence']
+    head = ''.join(f'<th style="width: 36%">{c}</th>' if c.startswith('what') else f'<th>{c}</th>' for c in heads)
+    rows = ''.join(
+        '<tr>'
+        + (f'<td>{esc(name(r.paper))}</td>' if papers else '')
+        + f'<td>{key(r)}</td><td>{esc(r.statement)}</td>'
+        + f'<td style="color: {colour(r)}; font-weight: bold">{esc(r.outcome)}</td>'
+        + f'<td style="font-size: 0.85em">{esc(evidence_lead(r))}</td></tr>'
+        for r in h.itertuples()
+    )
+    table = '<table class="dataframe table table-sm headline-claims" style="font-size: 0.9em">'
+    return HTML(f'{table}<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>')
