@@ -226,7 +226,7 @@ def _add_layers(total: torch.Tensor, model: torch.nn.Module, x: torch.Tensor, y:
 
     def keep(m, inputs, out):
         check(m not in seen, 'model', type(model).__name__, "one that applies each layer once ('vmap' takes any)")
-        seen[m] = inputs[0], out, out._version
+        seen[m] = inputs[0].detach(), out, out._version  # the sums below are constants, not part of any graph
 
     hooks = [m.register_forward_hook(keep) for m in layers]
     try:
