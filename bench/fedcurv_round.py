@@ -1,6 +1,7 @@
 """FedCurv's round against FedAvg's at every mini setting that runs it, its Fisher by 'vmap' and 'layers', in one run.
 
-The Fisher summed by 'vmap' (the default, the committed runs') and by 'layers' (one backward pass), the two ways of
+The Fisher summed by 'vmap' (per-sample gradients by `torch.func`, the committed runs' until 2026-12-06) and by
+'layers' (one backward pass, FedCurv's own wherever the model allows it), the two ways of
 `fedrepro.baselines.empirical_fisher`. FedCurv's 'fedreg' variant (FedReg's and FedGC's settings) computes each
 client's per-sample Fisher over all its data after local training; the 'fedntd' variant (FedSSD's) a mini-batch Fisher,
 which `how` does not touch. Each setting's seed-0 config runs `--rounds` rounds per method, round 1 untimed (FedCurv
@@ -28,10 +29,14 @@ from _args import at_least, known_device, write_results  # bench/_args.py: pytho
 DEFAULT_FISHER = baselines.empirical_fisher
 
 
-def layers_fisher(fm, x, y, chunk=None):
-    "The Fisher by 'layers' wherever the model allows it."
-    how = 'layers' if baselines.summable_layers(fm.model) is not None else 'vmap'
-    return DEFAULT_FISHER(fm, x, y, chunk, how=how)
+def fisher_by(way: str):
+    "`empirical_fisher` summing by `way` whatever FedCurv asks ('layers' only where the model allows it)."
+
+    def fisher(fm, x, y, chunk=None, how=None):
+        fits = way != 'layers' or baselines.summable_layers(fm.model) is not None
+        return DEFAULT_FISHER(fm, x, y, chunk, how=way if fits else 'vmap')
+
+    return fisher
 
 
 def round_seconds(cfg, rounds: int) -> list:
@@ -73,7 +78,7 @@ def main():
         times = {'fedavg': [], 'vmap': [], 'layers': []}
         for _ in range(args.repeats):
             times['fedavg'] += round_seconds(cfg.replace(algorithm='fedavg', params={}), args.rounds)
-            for how, fisher in (('vmap', DEFAULT_FISHER), ('layers', layers_fisher)):
+            for how, fisher in (('vmap', fisher_by('vmap')), ('layers', fisher_by('layers'))):
                 baselines.empirical_fisher = fisher
                 try:
                     times[how] += round_seconds(cfg, args.rounds)
