@@ -1,12 +1,15 @@
 """FedCurv's round against FedAvg's at every mini setting that runs it, its Fisher by 'vmap' and 'layers', in one run.
 
 The Fisher summed by 'vmap' (per-sample gradients by `torch.func`, the committed runs' until 2026-12-06) and by
-'layers' (one backward pass, FedCurv's own wherever the model allows it), the two ways of
-`fedrepro.baselines.empirical_fisher`. FedCurv's 'fedreg' variant (FedReg's and FedGC's settings) computes each
-client's per-sample Fisher over all its data after local training; the 'fedntd' variant (FedSSD's) a mini-batch Fisher,
-which `how` does not touch. Each setting's seed-0 config runs `--rounds` rounds per method, round 1 untimed (FedCurv
-has no penalty before round 2), interleaved `--repeats` times; printed and written to `--out`: the median seconds of a
-round and each FedCurv's ratio to FedAvg's. A model 'layers' cannot take (a Fixup ResNet's scalar parameters) runs
+'layers' (one backward pass; FedCurv asks for 'auto', which takes it wherever the model allows it), two ways of
+`fedrepro.baselines.empirical_fisher`; beside them the floor of any exact Fisher after local training: a round whose
+Fisher is one forward and backward pass of the summed loss over the same data, with no per-sample sums. FedCurv's
+'fedreg' variant (FedReg's and FedGC's settings) computes each client's per-sample Fisher over all its data after local
+training, so where local training is an epoch or less the floor alone is about 2x FedAvg's round; the 'fedntd' variant
+(FedSSD's) a mini-batch Fisher over 500 samples, which `how` does not touch (its three columns agree: it is its own
+floor). Each setting's seed-0 config runs `--rounds` rounds per method, round 1 untimed (FedCurv has no penalty before
+round 2), interleaved `--repeats` times; printed and written to `--out`: the median seconds of a round, each FedCurv's
+ratio to FedAvg's and 'layers' over the floor. A model 'layers' cannot take (a Fixup ResNet's scalar parameters) runs
 'vmap' in both columns.
 
     python bench/fedcurv_round.py [--rounds 3] [--repeats 2] [--device auto] [--out bench/results/fedcurv_round.csv]
@@ -20,6 +23,7 @@ import warnings
 from pathlib import Path
 import pandas as pd
 import torch
+import torch.nn.functional as F
 from fedrepro import baselines
 from fedrepro.core import PAPERS, load_modules
 from fedrepro.engine import Federation, synchronize
@@ -30,13 +34,17 @@ DEFAULT_FISHER = baselines.empirical_fisher
 
 
 def fisher_by(way: str):
-    "`empirical_fisher` summing by `way` whatever FedCurv asks ('layers' only where the model allows it)."
+    "`empirical_fisher` summing by `way` whatever FedCurv asks."
+    return lambda fm, x, y, chunk=None, how=None: DEFAULT_FISHER(fm, x, y, chunk, how=way)
 
-    def fisher(fm, x, y, chunk=None, how=None):
-        fits = way != 'layers' or baselines.summable_layers(fm.model) is not None
-        return DEFAULT_FISHER(fm, x, y, chunk, how=way if fits else 'vmap')
 
-    return fisher
+def one_pass(fm, x, y, chunk=None, how=None):
+    "The floor of an exact Fisher: one forward and backward pass of the summed loss, in the same chunks; zeros."
+    chunk = chunk or max(1, min(len(y), 2**24 // fm.num_params))
+    for i in range(0, len(y), chunk):
+        loss = F.cross_entropy(fm.model(x[i : i + chunk]), y[i : i + chunk], reduction='sum')
+        torch.autograd.grad(loss, list(fm.model.parameters()))
+    return torch.zeros_like(fm.grad)
 
 
 def round_seconds(cfg, rounds: int) -> list:
@@ -75,16 +83,16 @@ def main():
     rows = []
     for paper, setting, method in settings():
         cfg = PAPERS[paper].config(setting, method, 'mini', seed=0).replace(device=args.device, eval_every=1000)
-        times = {'fedavg': [], 'vmap': [], 'layers': []}
+        times = {'fedavg': [], 'vmap': [], 'layers': [], 'floor': []}
         for _ in range(args.repeats):
             times['fedavg'] += round_seconds(cfg.replace(algorithm='fedavg', params={}), args.rounds)
-            for how, fisher in (('vmap', fisher_by('vmap')), ('layers', fisher_by('layers'))):
+            for how, fisher in (('vmap', fisher_by('vmap')), ('layers', fisher_by('auto')), ('floor', one_pass)):
                 baselines.empirical_fisher = fisher
                 try:
                     times[how] += round_seconds(cfg, args.rounds)
                 finally:
                     baselines.empirical_fisher = DEFAULT_FISHER
-        avg, before, after = (statistics.median(times[k]) for k in ('fedavg', 'vmap', 'layers'))
+        avg, before, after, floor = (statistics.median(times[k]) for k in ('fedavg', 'vmap', 'layers', 'floor'))
         rows.append(
             {
                 'paper': paper,
@@ -94,8 +102,11 @@ def main():
                 'fedavg_s': round(avg, 3),
                 'vmap_s': round(before, 3),
                 'layers_s': round(after, 3),
+                'floor_s': round(floor, 3),
                 'vmap_ratio': round(before / avg, 2),
                 'layers_ratio': round(after / avg, 2),
+                'floor_ratio': round(floor / avg, 2),
+                'layers_over_floor': round(after / floor, 2),
             }
         )
         print(pd.DataFrame(rows[-1:]).to_string(index=False, header=len(rows) == 1), flush=True)

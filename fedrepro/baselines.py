@@ -258,9 +258,12 @@ def empirical_fisher(
 ) -> torch.Tensor:
     """Diagonal empirical Fisher at `fm`'s parameters: the mean over samples of the squared per-sample cross-entropy
     gradient (flat, params only), `chunk` samples at a time, each chunk's sum by `how` (`FISHER_SUMS`): 'vmap'
-    (`torch.func`; a model it cannot batch falls back to 'loop'), 'layers' (one backward pass) or 'loop'."""
-    check(how in FISHER_SUMS, 'how', how, ' or '.join(map(repr, FISHER_SUMS)))
+    (`torch.func`; a model it cannot batch falls back to 'loop'), 'layers' (one backward pass), 'loop', or 'auto':
+    'layers' where the model allows it (`summable_layers`), else 'vmap'."""
+    check(how in (*FISHER_SUMS, 'auto'), 'how', how, ' or '.join(map(repr, (*FISHER_SUMS, 'auto'))))
     model = fm.model
+    if how == 'auto':
+        how = 'layers' if summable_layers(model) is not None else 'vmap'
     chunk = chunk or max(1, min(len(y), 2**24 // fm.num_params))  # bounds the per-sample gradients held at once
     total = torch.zeros_like(fm.grad)
     for i in range(0, len(y), chunk):
@@ -362,8 +365,7 @@ class FedCurv(StepMeans, Algorithm):
             pos = fisher_batches(ctx.n, ctx.batch_size, self.hp['fisher_samples'], ctx.generator)
             return minibatch_fisher(ctx.fm, (batch(idx[p.to(idx.device)]) for p in pos))
         ctx.model.eval()
-        how = 'layers' if summable_layers(ctx.model) is not None else 'vmap'  # the same sums, 'layers' the faster
-        return empirical_fisher(ctx.fm, *batch(idx), how=how)
+        return empirical_fisher(ctx.fm, *batch(idx), how='auto')  # 'layers' where it can: the same sums, faster
 
     def client_update(self, ctx: ClientContext, down: dict, state=None):
         """Local training with the penalty, then the Fisher pair $(F, F\\odot\\theta)$ at the trained model; 'fedntd'
