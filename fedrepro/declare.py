@@ -258,7 +258,9 @@ class Paper:
     def __post_init__(self):
         self.validate()
         alike = lambda c: {'alike': w} if (w := self.alike(c.key)) else {}  # only a contrast's claim has the field set
-        self.claims = [replace(c, checks=tuple(self._scaled(k) for k in c.checks), **alike(c)) for c in self.claims]
+        own = lambda c: tuple(a for a, keys in self.feeds.items() if c.key in keys)  # the artefacts that feed it
+        scaled = lambda c: tuple(self._scaled(k) for k in c.checks)
+        self.claims = [replace(c, checks=scaled(c), artefacts=own(c), **alike(c)) for c in self.claims]
 
     def ordered_pairs(self, setting: str) -> list:
         """The pairs of methods whose runs in `setting` a claim orders by what they reached (a comparison marked

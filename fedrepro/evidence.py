@@ -414,15 +414,19 @@ def from_one_source(cells: pd.DataFrame, source: str, prefer=()) -> pd.DataFrame
     return cells[cells.join(pick, on=key)['_pick'].eq(cells[source])]
 
 
-def read_seed_csvs(folder, prefix: str) -> pd.DataFrame:
+def read_seed_csvs(folder, prefix: str, every: bool = False) -> pd.DataFrame:
     """Every `<prefix>*_seeds.csv` of `folder` as one table (empty, with the columns, when there is none), cells that
-    two artefacts share read from one (`from_one_source`), as the report reads them."""
+    two artefacts share read from one (`from_one_source`), as a table shows them; `every`: each artefact's cells, named
+    in an 'artefact' column, so that `judge` reads each claim's from its own artefacts."""
     check(isinstance(folder, (str, os.PathLike)), 'folder', folder, 'a folder: a str or a pathlib.Path')
     files = sorted(Path(folder).glob(f'{prefix}*_seeds.csv'))
     if not files:
-        return pd.DataFrame(columns=SEED_COLUMNS)
-    cells = pd.concat([read_seed_csv(f).assign(file=f.name) for f in files], ignore_index=True)
-    one = from_one_source(cells, 'file').drop(columns='file')
+        return pd.DataFrame(columns=SEED_COLUMNS + ['artefact'] * every)
+    cells = [read_seed_csv(f).assign(artefact=f.name.removesuffix('_seeds.csv')) for f in files]
+    cells = pd.concat(cells, ignore_index=True)
+    if every:
+        return cells
+    one = from_one_source(cells, 'artefact').drop(columns='artefact')
     return one.drop_duplicates(SEED_COLUMNS[:4], ignore_index=True)
 
 # %% ../nbs/09c_evidence.ipynb #06e37f13

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 from .core import PAPERS, check
 from .declare import Basis, Kind, Outcome
-from .evidence import SEED_COLUMNS, from_one_source, read_seed_csv
-from .verdicts import OUTCOMES, Claim, OnDevice, Why, basis, judge
+from .evidence import SEED_COLUMNS, read_seed_csv
+from .verdicts import OUTCOMES, Claim, OnDevice, Why, basis, judge, own_cells
 
 # %% auto #0
 __all__ = ['TABLE_COLUMNS', 'OUTCOME_COLOURS', 'paper_artefacts', 'reader_coverage', 'report_papers', 'default_jobs',
@@ -240,7 +240,8 @@ def artefact_sources(results=None) -> pd.DataFrame:
 
 
 def paper_cells(paper: str, sources: pd.DataFrame) -> pd.DataFrame:
-    "The per-seed cells of every artefact of `paper` as `sources` locates them, with `artefact` and `scale`."
+    """The per-seed cells of every artefact of `paper` as `sources` locates them, with `artefact`, `scale` and
+    `this_run`, each artefact's own (for `judge`: `own_cells`)."""
     parts = []
     for r in (
         sources[(sources['paper'] == paper) & sources['folder'].notna()]
@@ -252,18 +253,17 @@ def paper_cells(paper: str, sources: pd.DataFrame) -> pd.DataFrame:
                 this = r.source == 'this run'
                 parts.append(read_seed_csv(seeds).assign(artefact=r.artefact, scale=r.scale, this_run=this))
     if not parts:
-        return pd.DataFrame(columns=SEED_COLUMNS + ['artefact', 'scale'])
-    # this run's cells first, so a one-seed smoke run never mixes with committed seeds
-    cells = from_one_source(pd.concat(parts, ignore_index=True), 'artefact', prefer=['this_run'])
-    return cells.drop(columns='this_run').drop_duplicates(['setting', 'method', 'seed', 'metric'], ignore_index=True)
+        return pd.DataFrame(columns=SEED_COLUMNS + ['artefact', 'scale', 'this_run'])
+    return pd.concat(parts, ignore_index=True)
 
 
-def _claim_scale(claim: Claim, cells: pd.DataFrame, runs: dict) -> str:
-    """The scales of the cells a claim's comparisons read (`runs`: their positions in `cells` by setting, method and
-    metric), and the devices its `OnDevice` timings come from: 'exact' for exact checks, '—' where none was run."""
+def _claim_scale(claim: Claim, cells: pd.DataFrame) -> str:
+    """The scales of the cells of `cells` (the claim's own) its comparisons read, and the devices its `OnDevice`
+    timings come from: 'exact' for exact checks, '—' where none was run."""
     if basis(claim.checks) is not Basis.EMPIRICAL:
         return 'exact'
     read, devices = set(), [k.scale for k in claim.checks if isinstance(k, OnDevice)]
+    runs = cells.groupby(['setting', 'method', 'metric'], sort=False).indices
     for k in claim.checks:
         if not hasattr(k, 'metric'):
             continue
@@ -283,10 +283,9 @@ def report_verdicts(sources: pd.DataFrame, papers=None) -> pd.DataFrame:
     out = []
     for k in papers or report_papers():
         cells = paper_cells(k, sources)
-        v = judge(PAPERS[k].claims, cells[[*SEED_COLUMNS, 'scale']])  # the scale: a paper-scale contrast is testable
+        v = judge(PAPERS[k].claims, cells)  # with the scale: a paper-scale contrast is testable
         v.insert(0, 'paper', k)
-        runs = cells.groupby(['setting', 'method', 'metric'], sort=False).indices
-        v.insert(3, 'scale', [_claim_scale(c, cells, runs) for c in PAPERS[k].claims])
+        v.insert(3, 'scale', [_claim_scale(c, own_cells(c.artefacts, cells)) for c in PAPERS[k].claims])
         out.append(v)
     return pd.concat(out, ignore_index=True)
 

@@ -15,14 +15,14 @@ import numpy as np
 import pandas as pd
 from .core import check
 from .declare import FAILURES, MIN_SEEDS, Basis, Declared, Health, Kind, Outcome, Word
-from .evidence import LEAD, PLATEAU_POINTS, RISE, split_health
+from .evidence import LEAD, PLATEAU_POINTS, RISE, from_one_source, split_health
 
 # %% auto #0
 __all__ = ['ALPHA', 'AGREE', 'POWER', 'OUTCOMES', 'DECIDED', 'VERDICT_COLUMNS', 'Why', 'Judged', 'Untestable', 'sign_flip',
            't_test', 'welch', 'detectable', 'effect', 'decide', 'is_comparison', 'Compare', 'Band', 'Never', 'NotAbove',
            'Same', 'Interior', 'Fails', 'Stable', 'Elsewhere', 'OtherQuantity', 'OnDevice', 'Exact', 'Derived', 'Inert',
            'Untuned', 'Engaged', 'Plateaued', 'settled', 'Claim', 'holm', 'combine', 'counts', 'basis', 'robustness',
-           'judge']
+           'own_cells', 'judge']
 
 # %% ../nbs/09d_verdicts.ipynb #cf402a49
 ALPHA = 0.05
@@ -845,6 +845,7 @@ class Claim(Declared):
     checks: tuple
     primary: tuple | None = None
     alike: str = ''  # set by the `Paper`: why its stand-ins cannot carry the contrast between datasets it makes
+    artefacts: tuple = ()  # set by the `Paper`: the artefacts whose cells judge it (its `feeds`)
 
     def __post_init__(self):
         super().__post_init__()
@@ -989,16 +990,38 @@ VERDICT_COLUMNS = [
 ]
 
 
+def own_cells(artefacts: tuple, cells: pd.DataFrame) -> pd.DataFrame:
+    """The cells a claim fed by `artefacts` (`Claim.artefacts`) reads: where `cells` name the artefact each came from
+    ('artefact'), only those artefacts' and their variants' (`<artefact>_<profile>`; every artefact's for a claim none
+    feeds), a (setting, method, metric) that two of them hold read from one (`from_one_source`; this run's first where
+    cells mark it, 'this_run')."""
+    if 'artefact' not in cells:
+        return cells
+    mine = lambda a: a in artefacts or a.startswith(tuple(f'{o}_' for o in artefacts))
+    own = cells[cells['artefact'].map(mine).astype(bool)] if artefacts else cells  # bool: an empty frame's too
+    one = from_one_source(own, 'artefact', prefer=[c for c in ('this_run',) if c in cells])
+    return one.drop_duplicates(['setting', 'method', 'seed', 'metric'], ignore_index=True)
+
+
 def judge(claims, cells: pd.DataFrame, partial: bool = False) -> pd.DataFrame:
     """Each claim's outcome, how it is established, its comparisons' counts, evidence and preconditions, why it is
-    undecided (`Why`, when inconclusive) and whether it stands without any one seed (`robustness`, when decided)."""
+    undecided (`Why`, when inconclusive) and whether it stands without any one seed (`robustness`, when decided).
+    Cells that name their artefact ('artefact': `read_seed_csvs(..., every=True)`) are read by each claim from its own
+    artefacts only (`own_cells`)."""
     every_claim = isinstance(claims, (list, tuple)) and all(isinstance(c, Claim) for c in claims)
     check(every_claim, 'claims', claims, 'a list of Claim (a paper\'s: PAPERS[key].claims)')
     check(isinstance(cells, pd.DataFrame), 'cells', cells, "a pandas DataFrame: seed_cells' or read_seed_csvs' cells")
     present, cells = set(cells['setting']), split_health(cells)
     wanted = lambda c: [i for i, k in enumerate(c.checks) if not partial or getattr(k, 'setting', None) in present]
     chosen = [(c, idx) for c in claims if (idx := wanted(c))]
-    with _indexed(cells):
-        rows = [_verdict(c, idx, cells) for c, idx in chosen]
-    robust = robustness([(c, idx, row['outcome']) for (c, idx), row in zip(chosen, rows)], cells)
+    rows, robust, groups = [None] * len(chosen), [''] * len(chosen), {}
+    for n, (c, _) in enumerate(chosen):
+        groups.setdefault(c.artefacts if 'artefact' in cells else (), []).append(n)
+    for artefacts, members in groups.items():
+        own = own_cells(artefacts, cells)
+        with _indexed(own):
+            for n in members:
+                rows[n] = _verdict(*chosen[n], own)
+        for n, r in zip(members, robustness([(*chosen[n], rows[n]['outcome']) for n in members], own)):
+            robust[n] = r
     return pd.DataFrame([dict(row, robust=r) for row, r in zip(rows, robust)], columns=VERDICT_COLUMNS)
