@@ -924,9 +924,48 @@ def _undecided(outcome: Outcome, whys: dict, final: dict) -> str:
     return ', '.join(w.value for w in Why if w.value in kinds) or Why.PRECONDITION.value
 
 
+def _run(cells: pd.DataFrame, setting: str, method: str) -> dict:
+    "Every cell of one run but the protocol's own (`RISE`, `LEAD`): {(metric, seed): (value, health)}."
+    frame, rows, _ = _INDEX.get()
+    if frame is cells:
+        metrics = [k[2] for k in rows if k[0] == setting and k[1] == method]
+    else:
+        metrics = cells.loc[(cells['setting'] == setting) & (cells['method'] == method), 'metric'].unique()
+    out = {}
+    for m in metrics:
+        if m != RISE and not m.startswith(LEAD):
+            g = _rows(cells, setting, method, m)
+            out |= {(m, s): (None if pd.isna(v) else v, h) for s, v, h in zip(g['seed'], g['value'], g['health'])}
+    return out
+
+
+def _same_runs(c: Claim, idx: list, cells: pd.DataFrame) -> dict:
+    """{i: (j, method, other)}: comparison `i` of claim `c` is comparison `j` again, `method`'s runs in place of
+    `other`'s, which logged the same values on every seed and metric (methods whose own terms are inert give the same
+    runs): judged once."""
+    pairs = lambda k: (type(k), k.setting, k.metric, getattr(k, 'setting_b', None)) if hasattr(k, 'a') else None
+    same = {}
+    for n, i in enumerate(idx):
+        ki = c.checks[i]
+        for j in idx[:n]:
+            kj = c.checks[j]
+            if j in same or pairs(ki) is None or pairs(ki) != pairs(kj) or {ki.a, ki.b} == {kj.a, kj.b}:
+                continue
+            other = {ki.a, ki.b} ^ {kj.a, kj.b}
+            if len(other) == 2 and len({ki.a, ki.b} & {kj.a, kj.b}) == 1:
+                mine, theirs = ({ki.a, ki.b} - {kj.a, kj.b}).pop(), ({kj.a, kj.b} - {ki.a, ki.b}).pop()
+                x = _run(cells, ki.setting, mine)
+                if x and x == _run(cells, ki.setting, theirs):
+                    same[i] = j, mine, theirs
+                    break
+    return same
+
+
 def _verdict(c: Claim, idx: list, cells: pd.DataFrame) -> dict:
     "Claim `c` judged on comparisons `idx`: outcome, comparisons' counts, evidence, preconditions, why undecided."
     stand_ins = c.alike and not ('scale' in cells and cells['scale'].eq('paper').all())
+    same = {} if stand_ins else _same_runs(c, idx, cells)
+    idx = [i for i in idx if i not in same]
     judged = {i: Judged(Outcome.UNTESTABLE, '', c.alike) if stand_ins else _judge_one(c.checks[i], cells) for i in idx}
     primary = range(len(c.checks)) if c.primary is None else c.primary
     final = holm(judged, primary)
@@ -942,12 +981,15 @@ def _verdict(c: Claim, idx: list, cells: pd.DataFrame) -> dict:
     elif len(idx) == 1 and whys.get(idx[0]):
         ev = f'{ev} ({whys[idx[0]]})'
     pre = '; '.join(dict.fromkeys(j.excluded for j in judged.values() if j.excluded)) or 'every run compared'
+    if same:
+        again = '; '.join(f"{m}'s runs are {o}'s" for _, m, o in same.values())
+        ev = f'{ev} | judged once: {again}, the same values on every seed and metric'
     return dict(
         claim=c.key,
         statement=c.text,
         outcome=outcome,
         basis=basis(c.checks[i] for i in idx),
-        comparisons=counts(final.values()),
+        comparisons=counts(final.values()) + (f' ({len(same)} more judged once: the same runs)' if same else ''),
         evidence=ev,
         preconditions=pre,
         why=_undecided(outcome, whys, final),
