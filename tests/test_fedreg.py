@@ -757,7 +757,7 @@ def test_every_artefact_feeds_its_claims():
     assert [c.key for c in FEDREG.claims_of('fedreg_tableC1')] == ['12'] and 'fedreg_tableC1' in FEDREG.artefacts
     assert [c.key for c in FEDREG.claims_of('fedreg_figureC3')] == ['17'] and [
         c.key for c in FEDREG.claims_of('fedreg_figureC4')
-    ] == ['17b']
+    ] == ['17b', '17c']
     assert FEDREG.default_jobs == ('fedreg_table1', 'quickstart', 'fedreg_figure1') and FEDREG.chapter == '10_fedreg'
 
 
