@@ -21,8 +21,8 @@ from .evidence import LEAD, PLATEAU_POINTS, RISE, from_one_source, split_health
 __all__ = ['ALPHA', 'AGREE', 'POWER', 'OUTCOMES', 'DECIDED', 'VERDICT_COLUMNS', 'Why', 'Judged', 'Untestable', 'sign_flip',
            't_test', 'welch', 'detectable', 'effect', 'decide', 'is_comparison', 'Compare', 'Band', 'Never', 'NotAbove',
            'Same', 'Interior', 'Fails', 'Stable', 'Elsewhere', 'OtherQuantity', 'OnDevice', 'Exact', 'Derived', 'Inert',
-           'Untuned', 'Engaged', 'Plateaued', 'settled', 'Claim', 'holm', 'combine', 'counts', 'basis', 'robustness',
-           'own_cells', 'judge']
+           'Constant', 'Untuned', 'Engaged', 'Plateaued', 'settled', 'Claim', 'holm', 'combine', 'counts', 'basis',
+           'robustness', 'own_cells', 'judge']
 
 # %% ../nbs/09d_verdicts.ipynb #cf402a49
 ALPHA = 0.05
@@ -50,6 +50,7 @@ class Judged:
     p_for: float = 1.0
     p_against: float = 1.0
     why: str = ''  # when inconclusive: a `Why` and its numbers
+    constant: bool = False  # the same difference on every seed: decided by its sign, no test
 
 
 class Untestable(Exception):
@@ -174,6 +175,13 @@ def decide(d, claim: str, log: bool = False, paper: float | None = None, b=None,
     inconclusive, *mixed* where neither side has `AGREE` of them, else *underpowered*, with the effect the design
     detects at `POWER` beside the one seen and the paper's (`paper`). The evidence here is the `test`'s part."""
     d, sign = np.asarray(d, float), 1 if claim == 'greater' else -1
+    if b is None and len(d) > 1 and np.ptp(d) == 0:  # a constant, not a random quantity: no test
+        side, text = np.sign(sign * d[0]), 'the same on every seed: no spread, so no test'
+        if side == 0:
+            why = f'{Why.MIXED}: the same on every seed, exactly at the bound'
+            return Judged(Outcome.INCONCLUSIVE, text, p_for=1.0, p_against=1.0, why=why, constant=True)
+        outcome, p, q = (Outcome.REPRODUCED, 0.0, 1.0) if side > 0 else (Outcome.NOT_REPRODUCED, 1.0, 0.0)
+        return Judged(outcome, text, p_for=p, p_against=q, constant=True)
     if b is None:
         (p, q), side = t_test(d)[::sign], sign * np.sign(d)
         spread, sizes = d.std(ddof=1), (len(d),)
@@ -366,10 +374,11 @@ class Compare(Declared):
         flip = 'unpaired' if unpaired else f'sign-flip p{side[1]} {sign_flip(xa - xb, side[0]):.3g}'
         b = self.b if self.setting_b is None else f'{self.b} in {self.setting_b}'
         shown = effect(xa, log, xb) if unpaired else effect(xa - xb, log)
+        stats = j.evidence if j.constant else f'{shown}; {j.evidence}; {flip}'
         ev = (
             f"{self.setting} {self.metric}: {self.a} {_values(va)} vs {b} {_values(vb)} "
-            f"({_seeds(seeds)}; {self.a} {'/' if log else '−'} {self.b} {shown}; "
-            f'{j.evidence}; {flip}{_failures(kept)})' + (f'; {note}' if note else '')
+            f"({_seeds(seeds)}; {self.a} {'/' if log else '−'} {self.b} {stats}{_failures(kept)})"
+            + (f'; {note}' if note else '')
         )
         return replace(j, evidence=ev, excluded=out)
 
@@ -413,7 +422,8 @@ class Band(Declared):
         why = '; '.join(f"{'>' if c == 'greater' else '<'} {b:g}: {j.why}" for b, c, j in js if j.why)
         ev = f"{self.setting} {self.method} {self.metric} {_values(v)} ({_seeds(v.index)}; {parts}{_failures(failed)})"
         p, q = max(j.p_for for *_, j in js), min(j.p_against for *_, j in js)
-        return Judged(outcome, ev, _reasons(out), p, q, why if outcome is Outcome.INCONCLUSIVE else '')
+        constant = all(j.constant for *_, j in js)
+        return Judged(outcome, ev, _reasons(out), p, q, why if outcome is Outcome.INCONCLUSIVE else '', constant)
 
 
 @dataclass(frozen=True)
@@ -462,11 +472,15 @@ class NotAbove(Declared):
         d = (va - vb).to_numpy()
         j = decide(d - self.margin, 'less')
         side = ('greater', ' against') if j.outcome is Outcome.NOT_REPRODUCED else ('less', '')
+        flip = f'sign-flip p{side[1]} {sign_flip(d - self.margin, side[0]):.3g}'
+        stats = (
+            f'{j.evidence}, against the margin {self.margin:g}'
+            if j.constant
+            else f'{effect(d)} against the margin {self.margin:g}; {j.evidence} below it; {flip}'
+        )
         ev = (
             f"{self.setting} {self.metric}: {self.a} − {self.b} [{', '.join(f'{x:+.3f}' for x in d)}] "
-            f"({_seeds(seeds)}; {effect(d)} against the margin {self.margin:g}; {j.evidence} below it; "
-            f'sign-flip p{side[1]} {sign_flip(d - self.margin, side[0]):.3g}{_failures(kept)})'
-            + (f'; {note}' if note else '')
+            f'({_seeds(seeds)}; {stats}{_failures(kept)})' + (f'; {note}' if note else '')
         )
         return replace(j, evidence=ev, excluded=out)
 
@@ -701,6 +715,23 @@ class Inert(_Wraps):
 
     def judge(self, cells: pd.DataFrame) -> Judged:
         raise Untestable(f'by analysis: {self.why}')
+
+
+@dataclass(frozen=True)
+class Constant(_Wraps):
+    """`comparison` on a quantity the construction fixes (a message's size, a mask before any training, runs that are
+    the same until a term switches on; `why`), which the seeds must give as one value: decided by it, by construction,
+    with no test; values that vary contradict the declaration, and the comparison is not testable."""
+
+    comparison: object = None
+    why: str = ''
+    basis: ClassVar[Basis] = Basis.CONSTRUCTION
+
+    def judge(self, cells: pd.DataFrame) -> Judged:
+        judged = self.comparison.judge(cells)
+        if judged.outcome is not Outcome.UNTESTABLE and not judged.constant:
+            raise Untestable(f'declared fixed by construction ({self.why}), but its values vary: {judged.evidence}')
+        return replace(judged, evidence=f'{self.why}: {judged.evidence}')
 
 
 @dataclass(frozen=True)
