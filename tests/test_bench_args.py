@@ -32,6 +32,12 @@ CASES = {  # script: [(arguments, the error's words)]
         (['--rounds', '0'], ROUNDS),
         (['--workers', '1', '0'], "argument --workers: '0' is not allowed: an integer >= 1"),
     ],
+    'sgd_reference': [
+        (
+            ['--rounds', '50'],
+            "argument --rounds: '50' is not allowed: an integer >= 100 (the budgets checked are its hundreds)",
+        )
+    ],
     'eval_share': [(['/nonexistent/runs'], "argument runs: '/nonexistent/runs' is not allowed: a folder that exists")],
 }
 
