@@ -10,6 +10,7 @@ import os
 import numpy as np
 import pandas as pd
 from pathlib import Path
+import fedrepro
 from .core import check
 from .config import ExperimentConfig
 from .results import run_many, seed_stats, mean_std, rounds_stats, REPRO_COLUMNS
@@ -17,11 +18,11 @@ from .metrics import best_accuracy
 from .declare import OK, Health, Kind, Mechanism, MetricKind, Paper, check_paper
 
 # %% auto #0
-__all__ = ['LEARNED_FACTOR', 'LOSS_EXPLOSION', 'PLATEAU_POINTS', 'RISE', 'LEAD', 'SEED_COLUMNS', 'learned_level', 'run_health',
-           'rise', 'plateau', 'loss_health', 'lead', 'reference_health', 'target_health', 'margin_cell',
+__all__ = ['LEARNED_FACTOR', 'LOSS_EXPLOSION', 'PLATEAU_POINTS', 'RISE', 'LEAD', 'SEED_COLUMNS', 'DEVICE_TIMES', 'learned_level',
+           'run_health', 'rise', 'plateau', 'loss_health', 'lead', 'reference_health', 'target_health', 'margin_cell',
            'mechanism_health', 'run_table', 'lr_sweep', 'mini_lr', 'sweep_rows', 'sweep_view', 'seed_cells',
-           'split_health', 'write_seed_csv', 'read_seed_csv', 'from_one_source', 'read_seed_csvs', 'param_sweep',
-           'tuned_params', 'seed_flags', 'table_rows', 'unrun_rows', 'paper_view', 'plot_curves']
+           'split_health', 'write_seed_csv', 'read_seed_csv', 'from_one_source', 'read_seed_csvs', 'device_ratios',
+           'param_sweep', 'tuned_params', 'seed_flags', 'table_rows', 'unrun_rows', 'paper_view', 'plot_curves']
 
 # %% ../nbs/09c_evidence.ipynb #c9efbfc9
 LEARNED_FACTOR = 2  # a run learned when its best accuracy reaches twice chance ...
@@ -428,6 +429,23 @@ def read_seed_csvs(folder, prefix: str, every: bool = False) -> pd.DataFrame:
         return cells
     one = from_one_source(cells, 'artefact').drop(columns='artefact')
     return one.drop_duplicates(SEED_COLUMNS[:4], ignore_index=True)
+
+
+DEVICE_TIMES = Path(fedrepro.__file__).resolve().parent.parent / 'bench' / 'results' / 'device_time.csv'
+
+
+def device_ratios(paper: str, setting: str, method: str, over: str = 'FedAvg', path=None) -> tuple:
+    """Per seed, `method`'s local stage over `over`'s in `paper`'s `setting` as `bench/device_time.py` timed them on a
+    GPU (`path`: its CSV, by default the source tree's `DEVICE_TIMES`), to three significant digits: what a claim
+    about a GPU's wall clock is judged on (`OnDevice`); () where nothing was timed or there is no such file."""
+    path = Path(path or DEVICE_TIMES)
+    if not path.is_file():
+        return ()
+    timed = pd.read_csv(path).query('paper == @paper and setting == @setting')
+    stage = timed.pivot_table(index='seed', columns='method', values='stage_s')
+    if not {method, over} <= set(stage.columns):
+        return ()
+    return tuple(float(f'{v:.3g}') for v in (stage[method] / stage[over]).dropna())
 
 # %% ../nbs/09c_evidence.ipynb #06e37f13
 def param_sweep(

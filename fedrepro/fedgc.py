@@ -15,7 +15,7 @@ from .config import ExperimentConfig
 from .engine import Algorithm, ClientContext, local_sgd, weighted_mean, check_hparam
 from .metrics import best_accuracy, t_reach
 from .repro import Paper, Setting, Claim, Compare, Band, Fails, Exact, Elsewhere, OtherQuantity, Metric
-from .repro import Engaged, Mechanism, OnDevice
+from .repro import Engaged, Mechanism, OnDevice, device_ratios
 from .repro import BEST_ACC, FINAL_ACC, ROUNDS
 from .repro import reference_health, target_health
 
@@ -586,20 +586,13 @@ PAPER_ONLY = {
 _not_kept = lambda key: (Elsewhere(f'a condition the mini stand-in does not keep: {PAPER_ONLY[key][0]}'),)
 # the time magnitudes of Table 2 are a GPU's wall clock (the paper's 8 RTX 3090s), which a CPU's seconds do not measure:
 # they follow each method's arithmetic (FedReg's round costs 19 to 24 of FedAvg's at mini). They are judged on a GPU's:
-# one client's local stage at the paper's shapes on an H200, per seed, as ratios (bench/device_time.py; the chapter
-# checks them against bench/results/device_time.csv). A round trains its clients one after another, so a round's
-# ratio is a stage's.
+# one client's local stage at the paper's shapes on an H200, per seed, as ratios (bench/device_time.py, read from
+# bench/results/device_time.csv). A round trains its clients one after another, so a round's ratio is a stage's.
 _ON_GPU = "one client's local stage at the paper's shapes, random images, seeds 0-4; bench/device_time.py"
 FEDGC_GPU_RATIOS = {
-    (_HW4, 'FedReg', 'FedAvg'): (10.8, 10.1, 9.97, 10.1, 11.2),
-    (_C10, 'FedReg', 'FedAvg'): (9.68, 10.1, 9.43, 10.5, 10.2),
-    (_C100, 'FedReg', 'FedAvg'): (10.1, 8.69, 8.88, 9.82, 10.6),
-    (_HW40, 'FedReg', 'FedAvg'): (10.7, 9.7, 9.5, 9.98, 10.7),
-    (_HW4, 'FedCurv', 'FedAvg'): (37.1, 35.4, 39.3, 40.8, 41.1),
-    (_C10, 'FedCurv', 'FedAvg'): (107.0, 99.1, 88.6, 105.0, 102.0),
-    (_C100, 'FedCurv', 'FedAvg'): (87.6, 71.6, 79.5, 106.0, 114.0),
-    (_HW40, 'FedCurv', 'FedAvg'): (40.3, 34.2, 29.9, 33.1, 34.1),
-    (_HW40, 'FedReg', 'FedGC'): (9.71, 9.15, 9.08, 10.2, 10.5),
+    (st, m, over): device_ratios('fedgc', st, m, over)
+    for st, m, over in [(st, m, 'FedAvg') for m in ('FedReg', 'FedCurv') for st in (_HW4, _C10, _C100, _HW40)]
+    + [(_HW40, 'FedReg', 'FedGC')]
 }
 
 

@@ -15,7 +15,7 @@ from .config import ExperimentConfig
 from .engine import Algorithm, ClientContext, local_sgd, batch_schedule, check_hparam
 from .metrics import best_accuracy, r_a
 from .repro import Paper, Setting, Claim, Compare, Band, Never, NotAbove, Same, Interior, Exact, Untuned
-from .repro import OnDevice, Derived
+from .repro import OnDevice, Derived, device_ratios
 from .repro import Metric, BEST_ACC, ROUNDS, Health, Kind, OK, reference_health, target_health
 
 # %% auto #0
@@ -709,11 +709,11 @@ _MN2, _MN1, _EM, _C10U, _C10O, _C100 = (
 _FL = ('FedAvg', 'FedProx', 'SCAFFOLD', 'FedCurv')
 # claim 15 is a GPU's wall clock, which a CPU's seconds do not measure (they follow the arithmetic, 3 + 20/E FedAvg
 # steps a FedReg step): FedReg's local stage over FedAvg's on an H200 at the paper's shapes, per seed
-# (bench/device_time.py; the chapter checks these against bench/results/device_time.csv)
+# (bench/device_time.py, read from bench/results/device_time.csv)
 _ON_GPU = (
     "a local stage, the mean of a round's 10 clients, at the paper's shapes on random images; bench/device_time.py"
 )
-FEDREG_GPU_RATIOS = {_MN2: (3.32, 3.07, 3.43, 2.6, 3.14), _EM: (3.06, 3.51, 3.51, 3.12, 3.77)}
+FEDREG_GPU_RATIOS = {st: device_ratios('fedreg', st, 'FedReg') for st in (_MN2, _EM)}
 ETA_FACTORS = (0.1, 0.3, 1, 3, 10)  # Figure C.2's sweep: multiples of the setting's η_s
 # what each scale runs: a U needs an interior point and both ends
 SWEEP_FACTORS = {'paper': ETA_FACTORS, 'mini': (0.1, 1, 10), 'smoke': (0.1, 1, 10)}
