@@ -257,13 +257,13 @@ def paper_cells(paper: str, sources: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def _claim_scale(claim: Claim, cells: pd.DataFrame) -> str:
-    """The scales of the cells of `cells` (the claim's own) its comparisons read, and the devices its `OnDevice`
-    timings come from: 'exact' for exact checks, '—' where none was run."""
+def _claim_scale(claim: Claim, cells: pd.DataFrame, runs: dict) -> str:
+    """The scales of the cells of `cells` (the claim's own) its comparisons read (`runs`: their positions by setting,
+    method and metric), and the devices its `OnDevice` timings come from: 'exact' for exact checks, '—' where none was
+    run."""
     if basis(claim.checks) is not Basis.EMPIRICAL:
         return 'exact'
     read, devices = set(), [k.scale for k in claim.checks if isinstance(k, OnDevice)]
-    runs = cells.groupby(['setting', 'method', 'metric'], sort=False).indices
     for k in claim.checks:
         if not hasattr(k, 'metric'):
             continue
@@ -283,9 +283,12 @@ def report_verdicts(sources: pd.DataFrame, papers=None) -> pd.DataFrame:
     out = []
     for k in papers or report_papers():
         cells = paper_cells(k, sources)
-        v = judge(PAPERS[k].claims, cells)  # with the scale: a paper-scale contrast is testable
+        claims = PAPERS[k].claims
+        v = judge(claims, cells)  # with the scale: a paper-scale contrast is testable
         v.insert(0, 'paper', k)
-        v.insert(3, 'scale', [_claim_scale(c, own_cells(c.artefacts, cells)) for c in PAPERS[k].claims])
+        own = {a: own_cells(a, cells) for a in dict.fromkeys(c.artefacts for c in claims)}  # once per artefact set
+        runs = {a: o.groupby(['setting', 'method', 'metric'], sort=False).indices for a, o in own.items()}
+        v.insert(3, 'scale', [_claim_scale(c, own[c.artefacts], runs[c.artefacts]) for c in claims])
         out.append(v)
     return pd.concat(out, ignore_index=True)
 
