@@ -273,14 +273,30 @@ def _need(n: int, out: list, what: str, need: int | None = None):
         )
 
 
-def _floor(va: pd.Series, vb: pd.Series, budgets, better: str):
-    "Both series under one map, the same for both methods: no inf or NaN left."
+def _floor(va: pd.Series, vb: pd.Series, budgets, better: str, own: tuple | None = None):
+    """Both series under one map, the same for both methods: no inf or NaN left. `own`: the paired runs' budgets, where
+    a run of a budget unlike the other's is censored at its own."""
     both = pd.concat([va, vb]).to_numpy()
     finite = both[np.isfinite(both)]
     cap = max([*budgets, *finite]) if np.isinf(both).any() else math.inf
     worst = (finite.min() if better == 'higher' else finite.max()) if finite.size else 0.0
-    fix = lambda v: v.where(~np.isinf(v), cap).fillna(worst)
-    return fix(va), fix(vb)
+    caps = (cap, cap) if own is None else tuple(r.where(own[0] != own[1], cap) for r in own)
+    fix = lambda v, c: v.where(~np.isinf(v), c).fillna(worst)
+    return fix(va, caps[0]), fix(vb, caps[1])
+
+
+def _unordered(va: pd.Series, vb: pd.Series, ra: pd.Series, rb: pd.Series, a: str, b: str) -> list:
+    """`(method, seed, why)` of the paired seeds whose order a threshold never reached (inf) leaves unknown: neither run
+    reached it, or, where their budgets differ, one did not in fewer rounds than the other took."""
+    out = []
+    for s in va.index:
+        x, y = va[s], vb[s]
+        if np.isinf(x) and np.isinf(y):
+            out += [(m, s, f'never reached the threshold (in {int(r[s])} rounds)') for m, r in ((a, ra), (b, rb))]
+        for m, v, r, o, w in ((a, x, ra[s], b, y), (b, y, rb[s], a, x)):
+            if np.isinf(v) and np.isfinite(w) and w > r and ra[s] != rb[s]:
+                out.append((m, s, f'not reached in its {int(r)} rounds, {o} took {int(w)}: their order is unknown'))
+    return out
 
 
 def _paired(
@@ -303,8 +319,10 @@ def _paired(
         va, vb = _floor(va, vb, [*ra, *rb], better)
         return va, vb, va.index.union(vb.index), _reasons(out), [f for _, f in fail_a + fail_b]
     seeds = va.index.intersection(vb.index)
+    unknown = _unordered(va[seeds], vb[seeds], ra[seeds], rb[seeds], a, b)
+    seeds, out = seeds.difference([s for _, s, _ in unknown]), out + unknown
     _need(len(seeds), out, what, need)
-    va, vb = _floor(va[seeds], vb[seeds], [*ra[seeds], *rb[seeds]], better)
+    va, vb = _floor(va[seeds], vb[seeds], [*ra[seeds], *rb[seeds]], better, (ra[seeds], rb[seeds]))
     return va, vb, seeds, _reasons(out), [f for s, f in fail_a + fail_b if s in seeds]
 
 
@@ -429,16 +447,21 @@ class Band(Declared):
 @dataclass(frozen=True)
 class Never(Declared):
     """`method` never reaches the threshold of round metric `metric` in `setting`, on every seed (`reached=True`:
-    reaches it on every seed); a failed run stays in."""
+    reaches it on every seed); a failed run stays in. `within`: the run that defines the threshold, where it may run
+    longer than `method` (FedReg's SGD reference): a seed where `method` did not reach it counts only if `within` did in
+    no more rounds than `method` ran."""
 
     setting: str
     method: str
     metric: str
     reached: bool = False
+    within: str = ''
     basis: ClassVar[Basis] = Basis.EMPIRICAL
 
     def judge(self, cells: pd.DataFrame) -> Judged:
-        v, _, out, failed = _series(cells, self.setting, self.method, self.metric)
+        v, r, out, failed = _series(cells, self.setting, self.method, self.metric)
+        if self.within:
+            v, out = self._fitting(cells, v, r, out)
         _need(len(v), out, f'{self.setting}, {self.method}')
         want = np.isfinite(v.to_numpy()) == self.reached
         outcome = (
@@ -451,6 +474,15 @@ class Never(Declared):
         )
         why = f'{Why.MIXED}: {int(want.sum())} of {len(v)} seeds for' if outcome is Outcome.INCONCLUSIVE else ''
         return Judged(outcome, ev, _reasons(out), float(not want.all()), float(want.any()), why)
+
+    def _fitting(self, cells: pd.DataFrame, v: pd.Series, r: pd.Series, out: list) -> tuple:
+        "`v` less the seeds where `method` missed the threshold in fewer rounds than `within` took; `out` with why."
+        w = _series(cells, self.setting, self.within, self.metric)[0]
+        took = lambda s: w[s] if s in w.index else math.nan
+        short = [s for s in v.index if np.isinf(v[s]) and not took(s) <= r[s]]
+        said = lambda x: f'took {x:.0f}' if np.isfinite(x) else 'did not reach it' if np.isinf(x) else 'has no cell'
+        why = lambda s: f'not reached in its {int(r[s])} rounds, where {self.within} {said(took(s))}'
+        return v.drop(short), out + [(self.method, s, why(s)) for s in short]
 
 
 @dataclass(frozen=True)

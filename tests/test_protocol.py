@@ -149,10 +149,34 @@ def test_failures_are_evidence_and_preconditions_are_not():
 def test_round_counts_never_reached_are_censored_not_dropped():
     t = cells({'A': [2, 3, 2, 4, 3], 'C': [inf] * 5, 'D': [5, inf, 9, 8, 7]}, 'R0.5')
     assert outcome(Compare('S', 'R0.5', 'A', 'C'), t)['outcome'] == 'reproduced'
-    assert outcome(Compare('S', 'R0.5', 'C', 'C'), t)['outcome'] == 'inconclusive'
     assert outcome(Never('S', 'C', 'R0.5'), t)['outcome'] == 'reproduced'
     assert outcome(Never('S', 'D', 'R0.5'), t)['outcome'] == 'inconclusive'
     assert outcome(Never('S', 'A', 'R0.5'), t)['outcome'] == 'not reproduced'
+    # neither reached it: no order on that seed (the old rule counted a tie at the budget)
+    v = outcome(Compare('S', 'R0.5', 'D', 'C'), t)
+    assert (
+        v['outcome'] == 'not testable here'
+        and 'D, C seed 1: never reached the threshold (in 30 rounds)' in (v['preconditions'])
+    )
+
+
+def test_a_longer_reference_orders_only_what_the_budgets_order():
+    "SGD, FedReg's reference, runs 300 rounds where the others run 30: a never in 30 is not slower than SGD's 40."
+    short = cells({'A': [2, 3, 2, 4, 3], 'B': [inf, inf, inf, 20, inf]}, 'R0.5')
+    t = pd.concat([short, cells({'R': [40, 45, 38, 50, 42]}, 'R0.5', rounds=300)])
+    v = outcome(Compare('S', 'R0.5', 'A', 'R'), t)
+    assert v['outcome'] == 'reproduced' and '[2, 3, 2, 4, 3] vs R [40, 45, 38, 50, 42]' in v['evidence']
+    v = outcome(Compare('S', 'R0.5', 'B', 'R'), t)
+    assert v['outcome'] == 'not testable here'
+    assert 'B seed 0: not reached in its 30 rounds, R took 40: their order is unknown' in v['preconditions']
+    assert outcome(Compare('S', 'R0.5', 'A', 'B'), t)['outcome'] == 'reproduced'  # both ran 30: B censored at 30
+    # a never counts only where the reference reached the threshold within the run's own rounds
+    assert outcome(Never('S', 'B', 'R0.5', within='A'), t)['outcome'] == 'inconclusive'
+    v = outcome(Never('S', 'B', 'R0.5', within='R'), t)
+    assert (
+        v['outcome'] == 'not testable here'
+        and 'B seed 2: not reached in its 30 rounds, where R took 38' in (v['preconditions'])
+    )
 
 
 def test_bands_margins_equalities_and_sweeps():
