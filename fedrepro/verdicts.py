@@ -285,6 +285,12 @@ def _floor(va: pd.Series, vb: pd.Series, budgets, better: str, own: tuple | None
     return fix(va, caps[0]), fix(vb, caps[1])
 
 
+def _failed_ran_on(r: pd.Series, other: pd.Series, failed: list) -> pd.Series:
+    "Budgets `r`, where a run failed (stopped early: it would never reach a threshold) as long as the other's `other`."
+    stopped = [s for s, _ in failed if s in other.index]
+    return r.where(~r.index.isin(stopped), np.maximum(r, other.reindex(r.index).fillna(0)))
+
+
 def _unordered(va: pd.Series, vb: pd.Series, ra: pd.Series, rb: pd.Series, a: str, b: str) -> list:
     """`(method, seed, why)` of the paired seeds whose order a threshold never reached (inf) leaves unknown: neither run
     reached it, or, where their budgets differ, one did not in fewer rounds than the other took."""
@@ -319,6 +325,7 @@ def _paired(
         va, vb = _floor(va, vb, [*ra, *rb], better)
         return va, vb, va.index.union(vb.index), _reasons(out), [f for _, f in fail_a + fail_b]
     seeds = va.index.intersection(vb.index)
+    ra, rb = _failed_ran_on(ra, rb, fail_a), _failed_ran_on(rb, ra, fail_b)
     unknown = _unordered(va[seeds], vb[seeds], ra[seeds], rb[seeds], a, b)
     seeds, out = seeds.difference([s for _, s, _ in unknown]), out + unknown
     _need(len(seeds), out, what, need)

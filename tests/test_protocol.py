@@ -170,6 +170,12 @@ def test_a_longer_reference_orders_only_what_the_budgets_order():
     assert v['outcome'] == 'not testable here'
     assert 'B seed 0: not reached in its 30 rounds, R took 40: their order is unknown' in v['preconditions']
     assert outcome(Compare('S', 'R0.5', 'A', 'B'), t)['outcome'] == 'reproduced'  # both ran 30: B censored at 30
+    # a run that diverged at round 12 never reaches it: slower than one that took 20, not of unknown order
+    diverged = {('F', s): Health(Kind.DIVERGED, 'test loss not finite from round 12') for s in range(5)}
+    failed = pd.concat(
+        [cells({'G': [20, 25, 18, 22, 21]}, 'R0.5'), cells({'F': [inf] * 5}, 'R0.5', health=diverged, rounds=12)]
+    )
+    assert outcome(Compare('S', 'R0.5', 'G', 'F'), failed)['outcome'] == 'reproduced'
     # a never counts only where the reference reached the threshold within the run's own rounds
     assert outcome(Never('S', 'B', 'R0.5', within='A'), t)['outcome'] == 'inconclusive'
     v = outcome(Never('S', 'B', 'R0.5', within='R'), t)
