@@ -450,9 +450,10 @@ class Paper:
                 setting,
                 f'a setting with a mini scale: one of {self.scaled_settings()} (the others need their real data)',
             )
-            small = dict(s.mini, **(self.smoke if scale == 'smoke' else {}))
+            small = dict(s.mini)
             small.pop('skip', None)
             small.update(small.pop('methods', {}).get(method, {}))
+            small.update(self.smoke if scale == 'smoke' else {})  # smoke's sizes win over a method's own (its rounds)
             div = small.pop('epochs_divisor', 1)
             small['local_epochs'] = max(1, round(fields.get('local_epochs', 1) / div))
             for k, owner in (('partition_params', 'partition'), ('model_params', 'model'), ('params', 'algorithm')):

@@ -968,7 +968,12 @@ def basis(checks) -> Basis:
 def _label(k) -> str:
     "Where a comparison is, in short: 'EMNIST R0.5 FedReg vs FedAvg'."
     who = f'{k.a} vs {k.b}' if hasattr(k, 'a') else getattr(k, 'method', '') or ', '.join(getattr(k, 'methods', ()))
-    return ' '.join(str(x) for x in (getattr(k, 'setting', ''), getattr(k, 'metric', ''), who) if x) or type(k).__name__
+    return ' '.join(str(x) for x in (getattr(k, 'setting', ''), getattr(k, 'metric', ''), who) if x) or _checked(k)
+
+
+def _checked(k) -> str:
+    "A comparison on no cells, by how it is decided: 'the exact checks', 'the derivation'."
+    return {Basis.CONSTRUCTION: 'the exact checks', Basis.ANALYSIS: 'the derivation'}.get(k.basis, type(k).__name__)
 
 
 def _why(judged: dict, final: dict, primary) -> dict:

@@ -1104,13 +1104,13 @@ def _replace(old, new):
 
 EVIDENCE = {  # case: (artefact, file, damage, words of the refusal)
     'per-seed file cut by a row': ('fedssd_table2', '_seeds', _cut(1), ['row 999 (line 1000)', 'ends before']),
-    'per-seed file cut by ten rows': ('fedreg_table1', '_seeds', _cut(10), ['row 380', "lacks ['FedCurv', 'FedReg']"]),
+    'per-seed file cut by ten rows': ('fedreg_table1', '_seeds', _cut(10), ['row 650', 'EMNIST seed 4 ends before']),
     'per-seed file cut by thirty rows': ('fedgc_table1', '_seeds', _cut(30), ['row 1790', 'HWDigits-40 seed 4 lacks']),
     'per-seed file cut inside a row': (
         'fedreg_table1',
         '_seeds',
-        lambda f: f.write_text(f.read_text()[:-20]),
-        ['row 390 (line 391): the file ends inside this row'],
+        lambda f: f.write_text(f.read_text().split(', over 10× the initial')[0]),  # inside a quoted detail
+        ['row 498 (line 499): the file ends inside this row'],
     ),
     'a seed missing from a declared cell': (
         'fedreg_figure2',
