@@ -468,7 +468,7 @@ class Never(Declared):
     def judge(self, cells: pd.DataFrame) -> Judged:
         v, r, out, failed = _series(cells, self.setting, self.method, self.metric)
         if self.within:
-            v, out = self._fitting(cells, v, r, out)
+            v, out = self._fitting(cells, v, r, out, {s for s, _ in failed})
         _need(len(v), out, f'{self.setting}, {self.method}')
         want = np.isfinite(v.to_numpy()) == self.reached
         outcome = (
@@ -482,11 +482,12 @@ class Never(Declared):
         why = f'{Why.MIXED}: {int(want.sum())} of {len(v)} seeds for' if outcome is Outcome.INCONCLUSIVE else ''
         return Judged(outcome, ev, _reasons(out), float(not want.all()), float(want.any()), why)
 
-    def _fitting(self, cells: pd.DataFrame, v: pd.Series, r: pd.Series, out: list) -> tuple:
-        "`v` less the seeds where `method` missed the threshold in fewer rounds than `within` took; `out` with why."
+    def _fitting(self, cells: pd.DataFrame, v: pd.Series, r: pd.Series, out: list, failed: set) -> tuple:
+        """`v` less the seeds where `method` missed the threshold in fewer rounds than `within` took (a run that failed
+        never would: it stays); `out` with why."""
         w = _series(cells, self.setting, self.within, self.metric)[0]
         took = lambda s: w[s] if s in w.index else math.nan
-        short = [s for s in v.index if np.isinf(v[s]) and not took(s) <= r[s]]
+        short = [s for s in v.index if np.isinf(v[s]) and s not in failed and not took(s) <= r[s]]
         said = lambda x: f'took {x:.0f}' if np.isfinite(x) else 'did not reach it' if np.isinf(x) else 'has no cell'
         why = lambda s: f'not reached in its {int(r[s])} rounds, where {self.within} {said(took(s))}'
         return v.drop(short), out + [(self.method, s, why(s)) for s in short]

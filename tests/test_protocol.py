@@ -176,7 +176,8 @@ def test_a_longer_reference_orders_only_what_the_budgets_order():
         [cells({'G': [20, 25, 18, 22, 21]}, 'R0.5'), cells({'F': [inf] * 5}, 'R0.5', health=diverged, rounds=12)]
     )
     assert outcome(Compare('S', 'R0.5', 'G', 'F'), failed)['outcome'] == 'reproduced'
-    # a never counts only where the reference reached the threshold within the run's own rounds
+    # a never counts only where the reference reached the threshold within the run's own rounds, or the run failed
+    assert outcome(Never('S', 'F', 'R0.5', within='G'), failed)['outcome'] == 'reproduced'
     assert outcome(Never('S', 'B', 'R0.5', within='A'), t)['outcome'] == 'inconclusive'
     v = outcome(Never('S', 'B', 'R0.5', within='R'), t)
     assert (
