@@ -12,7 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
-from .core import FlatModel, check, derive_seed, numpy_rng, torch_rng
+from .config import ExperimentConfig
+from .core import ALGORITHMS, FlatModel, check, derive_seed, numpy_rng, torch_rng
 from .data import FedData
 from .engine import Algorithm, ClientContext, Federation, clip_factors, per_example_grads
 from .fedgc import param_blocks
@@ -23,8 +24,8 @@ from .transforms import normalize, to_float
 # %% auto #0
 __all__ = ['INVERSION', 'C3_METHODS', 'one_image_data', 'observe_upload', 'observed_gradient', 'linear_model', 'dummy_gradients',
            'classifier_bias', 'idlg_labels', 'orthogonal_view', 'total_variation', 'dlg', 'inverting_gradients',
-           'image_scores', 'attack_table', 'fedgc_attack', 'fedreg_upload', 'clipped_upload', 'fedreg_attack',
-           'matched_sigma']
+           'image_scores', 'attack_setup', 'attack_table', 'fedgc_attack', 'fedreg_upload', 'clipped_upload',
+           'fedreg_attack', 'matched_sigma']
 
 # %% ../nbs/15_privacy.ipynb #c1500024
 def one_image_data(data: FedData, i: int) -> FedData:
@@ -221,6 +222,18 @@ def image_scores(true: torch.Tensor, recovered: torch.Tensor) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+# %% ../nbs/15_privacy.ipynb #8445016a
+def attack_setup(algorithm='fedavg', lr=0.1, seed=0, **params):
+    """An untrained one-layer model (the same for every seed), its flat view and `algorithm`'s object for one-step,
+    one-image clients."""
+    torch.manual_seed(seed)
+    fm = FlatModel(linear_model())
+    algo = ALGORITHMS[algorithm](
+        ExperimentConfig(algorithm=algorithm, params=params, local_steps=1, batch_size=1, lr=lr, device='cpu'),
+        fm.snapshot(),
+    )
+    return fm, algo
 
 # %% ../nbs/15_privacy.ipynb #c1500036
 def attack_table(results: dict, true: torch.Tensor) -> pd.DataFrame:
