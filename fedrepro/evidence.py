@@ -22,7 +22,8 @@ __all__ = ['LEARNED_FACTOR', 'LOSS_EXPLOSION', 'PLATEAU_POINTS', 'RISE', 'LEAD',
            'run_health', 'rise', 'plateau', 'loss_health', 'lead', 'reference_health', 'target_health', 'margin_cell',
            'mechanism_health', 'run_table', 'lr_sweep', 'mini_lr', 'sweep_rows', 'sweep_view', 'seed_cells',
            'split_health', 'write_seed_csv', 'read_seed_csv', 'from_one_source', 'read_seed_csvs', 'device_ratios',
-           'param_sweep', 'tuned_params', 'seed_flags', 'table_rows', 'unrun_rows', 'paper_view', 'plot_curves']
+           'param_sweep', 'tuned_params', 'levelled_off', 'own_lr', 'seed_flags', 'table_rows', 'unrun_rows',
+           'paper_view', 'plot_curves']
 
 # %% ../nbs/09c_evidence.ipynb #c9efbfc9
 LEARNED_FACTOR = 2  # a run learned when its best accuracy reaches twice chance ...
@@ -258,17 +259,21 @@ def lr_sweep(
     **overrides,
 ) -> pd.DataFrame:
     """Every method of `setting` at each learning rate of `lrs` (one value for all methods at a time), on `seed`, with
-    config `overrides` (e.g. `rounds`): rounds, best accuracy and run health."""
+    config `overrides` (e.g. `rounds`): rounds, best accuracy, mean accuracy over the evaluated rounds, the round by
+    which it levelled off (`levelled_off`) and run health."""
     methods = list(methods or paper.run_methods(setting, scale))
     cfgs = [paper.config(setting, m, scale, seed=seed, lr=lr, **overrides) for lr in lrs for m in methods]
     chance = paper.chance(setting, scale)
     return pd.DataFrame(
         [
             dict(
+                seed=c.seed,
                 rounds=c.rounds,
                 lr=c.lr,
                 method=m,
                 best=best_accuracy(r.metrics),
+                mean=float(r.metrics['test_acc'].dropna().mean()),
+                levelled_off=levelled_off(r.metrics),
                 health=str(run_health(r.metrics, chance)),
             )
             for c, m, r in zip(cfgs, methods * len(lrs), run_many(cfgs, out, workers, backend))
@@ -484,6 +489,21 @@ def tuned_params(sweep: pd.DataFrame) -> dict:
     )
     check(points['ok'].max() > 0, 'sweep', list(points.index), 'a grid point at which some run learned, not diverging')
     return json.loads(points[points['ok'] == points['ok'].max()]['mean'].idxmax())
+
+# %% ../nbs/09c_evidence.ipynb #b97d67a2
+def levelled_off(curve: pd.DataFrame, every: int = 10) -> int | None:
+    """The first multiple of `every` rounds from which `plateau` holds for the run cut there and at each later multiple
+    up to its last round; None where it does not by then."""
+    cuts = list(range(every, int(curve['round'].max()) + 1, every))
+    held = [plateau(curve[curve['round'] <= b]).ok for b in cuts]
+    since = len(held) - next((i for i, ok in enumerate(reversed(held)) if not ok), len(held))
+    return cuts[since] if since < len(cuts) else None
+
+
+def own_lr(sweep: pd.DataFrame) -> dict:
+    "Each method's own learning rate from an `lr_sweep` over the sweep seeds: `tuned_params`' rule over its rates."
+    rate = lambda g: g.assign(params=[json.dumps({'lr': float(v)}) for v in g['lr']])
+    return {m: tuned_params(rate(g))['lr'] for m, g in sweep.groupby('method', sort=False)}
 
 # %% ../nbs/09c_evidence.ipynb #8d38f65f
 def seed_flags(g: pd.DataFrame) -> str:
