@@ -21,8 +21,8 @@ from .evidence import LEAD, PLATEAU_POINTS, RISE, from_one_source, split_health
 __all__ = ['ALPHA', 'AGREE', 'POWER', 'OUTCOMES', 'DECIDED', 'VERDICT_COLUMNS', 'Why', 'Judged', 'Untestable', 'sign_flip',
            't_test', 'welch', 'detectable', 'effect', 'decide', 'is_comparison', 'Compare', 'Band', 'Never', 'NotAbove',
            'Same', 'Interior', 'Fails', 'Stable', 'Elsewhere', 'OtherQuantity', 'OnDevice', 'Exact', 'Derived', 'Inert',
-           'Constant', 'Untuned', 'Engaged', 'Plateaued', 'settled', 'Claim', 'holm', 'combine', 'counts', 'basis',
-           'robustness', 'own_cells', 'judge']
+           'Constant', 'Untuned', 'Unmatched', 'Engaged', 'Plateaued', 'settled', 'Claim', 'holm', 'combine', 'counts',
+           'basis', 'robustness', 'own_cells', 'judge']
 
 # %% ../nbs/09d_verdicts.ipynb #cf402a49
 ALPHA = 0.05
@@ -790,6 +790,21 @@ class Untuned(_Wraps):
         if judged.outcome is Outcome.REPRODUCED:
             return judged
         raise Untestable(f'{self.method} untuned here: {self.why} ({judged.outcome.value} as run: {judged.evidence})')
+
+
+@dataclass(frozen=True)
+class Unmatched(_Wraps):
+    """`comparison` whose two runs differ in more than what it compares (`why`: e.g. two learning rates, one of them
+    changed after the other run was made): not testable here until runs that differ only in that exist, its evidence as
+    run kept in the reason."""
+
+    comparison: object = None
+    why: str = ''
+    basis: ClassVar[Basis] = Basis.EMPIRICAL
+
+    def judge(self, cells: pd.DataFrame) -> Judged:
+        judged = self.comparison.judge(cells)
+        raise Untestable(f'unmatched runs: {self.why} ({judged.outcome.value} as run: {judged.evidence})')
 
 
 @dataclass(frozen=True)
