@@ -34,6 +34,7 @@ from fedrepro.fedreg import (
     FEDREG,
     FEDREG_METHODS,
     MINI_TUNED,
+    REFERENCE_LR,
     EagerFedReg,
     fedreg_cells,
     fgsm_ascent,
@@ -236,7 +237,13 @@ def test_every_setting_builds_and_scales_derive_from_the_paper():
                     if c.lr != paper.lr:
                         assert s.why and 'lr' in s.mini, st  # a changed learning rate is declared, with its reason
     assert fedreg_config('EMNIST', 'SCAFFOLD').lr == 0.1 and fedreg_config('EMNIST', 'FedAvg').lr == 0.2
-    assert len({fedreg_config('EMNIST', m, 'mini').lr for m in FEDREG_METHODS}) == 1  # one mini lr for every method
+    # one mini lr for every FL method; SGD, R_a's reference, at its own
+    assert len({fedreg_config('EMNIST', m, 'mini').lr for m in FEDREG_METHODS if m != 'SGD'}) == 1
+    assert (
+        fedreg_config('EMNIST', 'SGD', 'mini').lr
+        == REFERENCE_LR['EMNIST']
+        != fedreg_config('EMNIST', 'FedAvg', 'mini').lr
+    )
     assert fedreg_config('CIFAR-10 (uniform)', 'FedProx').params == {'mu': 0.001, 'convention': 'full'}
     assert fedreg_config('COVID-19 CT Images', 'FedReg').params == {'gamma': 0.5, 'eta_s': 1e-6}
 
@@ -696,13 +703,15 @@ def test_magnitudes_and_cross_setting_claims():
         [c for c in FEDREG.claims if c.key == '26'], cells_for({**dp, **drop(by)}, setting='EMNIST')
     ).iloc[0]
     large, small, edge = claim26(0.10), claim26(0.01), claim26(0.04)
-    assert large['comparisons'] == '4 reproduced, 8 not testable here of 12'  # EMNIST's four; both CIFAR-10s not run
-    # 0.03 short of the margin on every seed: refuted at five seeds, after Holm's correction over the four
+    # EMNIST's three; DP-SGD against SGD unmatched (SGD at its own rate, DP-SGD at the setting's); the CIFAR-10s not run
+    assert large['comparisons'] == '3 reproduced, 9 not testable here of 12'
+    assert "unmatched runs: DP-SGD at the setting's lr 0.05, SGD at its own 0.1" in large['preconditions']
+    # 0.03 short of the margin on every seed: refuted at five seeds, after Holm's correction over the three
     assert (
-        small['comparisons'] == '4 not reproduced, 8 not testable here of 12' and small['outcome'] == 'not reproduced'
+        small['comparisons'] == '3 not reproduced, 9 not testable here of 12' and small['outcome'] == 'not reproduced'
     )
     # at the margin the seeds fall on both sides of it: undecided, and the verdict says why
-    assert edge['comparisons'] == '4 inconclusive, 8 not testable here of 12' and edge['why'] == 'mixed, precondition'
+    assert edge['comparisons'] == '3 inconclusive, 9 not testable here of 12' and edge['why'] == 'mixed, precondition'
     ratio = lambda st, v: cells_for({('FedReg', "R1.0 / SGD's"): [v + 0.01 * s for s in range(MIN_SEEDS)]}, setting=st)
     both = pd.concat([ratio('EMNIST', 0.6), ratio('MNIST (two classes)', 0.8), ratio('MNIST (one class)', 0.9)])
     v = judge([c for c in FEDREG.claims if c.key == '24'], both).iloc[0]
