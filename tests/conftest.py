@@ -189,7 +189,7 @@ def group_of(nodeid: str) -> str | None:
     if module == 'test_notebooks' and '[' in nodeid:
         return f"notebooks {nodeid.split('[')[1]}"  # each part its own unit, so that the parts run side by side
     if job := smoke_job(nodeid):  # a paper's jobs share runs: on two workers at once, one would wait for the other
-        return f"smoke {'fedreg' if job == 'quickstart' else job.split('_')[0]}"  # the quickstart reads Table 1's
+        return f"smoke {job.split('_')[0]}"
     return GROUPS.get(module)
 
 

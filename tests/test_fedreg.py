@@ -821,4 +821,23 @@ def test_a_changed_mini_learning_rate_is_its_committed_sweeps_choice(setting, re
         m for m in FEDREG.settings[setting].methods if m in FEDREG_METHODS
     ]  # Table 4's methods take the same rate; the sweep ran these
     assert len(sweep) and set(sweep['method']) == set(methods)
-    assert {FEDREG.config(setting, m, 'mini').lr for m in methods} == {mini_lr(sweep)}
+    shared = [m for m in methods if not (m == 'SGD' and setting in REFERENCE_LR)]  # R_a's reference: its own rate
+    assert {FEDREG.config(setting, m, 'mini').lr for m in shared} == {mini_lr(sweep)}
+
+
+def test_the_committed_quickstart_shows_a_verdict_on_each_statement():
+    """The quickstart's committed mini run: every seed's run healthy, and its closing cell prints each of the two
+    statements with its ratio's interval and the verdict its committed cells give, no flag and nothing untestable."""
+    from pathlib import Path
+    import nbformat
+    from fedrepro.repro import read_seed_csv
+
+    root = Path(__file__).resolve().parents[1] / 'nbs' / 'repro'
+    cells = read_seed_csv(root / 'mini' / 'quickstart_seeds.csv')
+    assert (cells['health'] == 'ok').all() and sorted(set(cells['seed'])) == [0, 1, 2, 3, 4]
+    said = ''.join(o.get('text', '') for o in nbformat.read(root / 'quickstart.ipynb', as_version=4).cells[-1].outputs)
+    assert said.count('95% CI') == 2 and '⚠' not in said and 'not testable' not in said, said
+    bands = [c for k in ('1a', '1b') for c in next(x for x in FEDREG.claims if x.key == k).checks]
+    for band in [b for b in bands if b.setting in set(cells['setting'])]:
+        assert f'{band.setting}: loss after / before local training' in said
+        assert f'{band.judge(cells).outcome}\n  {band.judge(cells).evidence}' in said
