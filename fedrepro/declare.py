@@ -113,7 +113,9 @@ class Metric:
 
     kind: MetricKind
     better: str | None = 'higher'
-    accuracy: str | None = None  # 'best' (over all rounds) or 'final' (the last round)
+    # 'best' (over all rounds), 'final' (the last round) or 'fixed' (at a round the paper names, e.g. after ten: its own
+    # budget, so not under the convergence rule)
+    accuracy: str | None = None
     # where a healthy run's value may be undefined (an empty cell), why: a threshold never reached; else it never is
     undefined: str = ''
 
@@ -121,10 +123,10 @@ class Metric:
         object.__setattr__(self, 'kind', MetricKind(self.kind))
         check(self.better in ('higher', 'lower', None), 'better', self.better, "'higher', 'lower' or None")
         check(
-            (self.accuracy in ('best', 'final')) == (self.kind is MetricKind.ACCURACY),
+            (self.accuracy in ('best', 'final', 'fixed')) == (self.kind is MetricKind.ACCURACY),
             'accuracy',
             self.accuracy,
-            "'best' or 'final' for an accuracy, None for any other kind",
+            "'best', 'final' or 'fixed' for an accuracy, None for any other kind",
         )
         check(isinstance(self.undefined, str), 'undefined', self.undefined, 'text: why a value may be undefined')
 
@@ -313,8 +315,9 @@ class Paper:
 
     def _scaled(self, k):
         """Comparison `k` as this paper's metrics read it: on the log scale where its metric is a ratio, a time or a
-        round count (`LOG_KINDS`), under the convergence rule where it is an accuracy (`settles`), and with the paper's
-        own difference (`paper_effect`) where the paper prints both."""
+        round count (`LOG_KINDS`), under the convergence rule where it is an accuracy of the run's end (`settles`: not
+        one at a round the paper names), and with the paper's own difference (`paper_effect`) where the paper prints
+        both."""
         fields = getattr(k, '__dataclass_fields__', {})
         if 'comparison' in fields and k.comparison is not None:
             return replace(k, comparison=self._scaled(k.comparison))
@@ -324,7 +327,7 @@ class Paper:
         if 'log' in fields:
             k = replace(k, log=metric.kind in LOG_KINDS)
         if 'settles' in fields:
-            k = replace(k, settles=metric.kind is MetricKind.ACCURACY)
+            k = replace(k, settles=metric.kind is MetricKind.ACCURACY and metric.accuracy != 'fixed')
         if 'paper_effect' in fields:
             a, b = (self.paper_value(st, m, k.metric) for st, m in ((k.setting, k.a), (k.setting_b or k.setting, k.b)))
             if all(isinstance(v, (int, float)) for v in (a, b)):

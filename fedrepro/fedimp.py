@@ -16,6 +16,7 @@ from .baselines import empirical_fisher
 from .metrics import best_accuracy, final_accuracy, t_reach
 from .results import run_many
 from .repro import Paper, Setting, Claim, Compare, Band, Constant, NotAbove, Exact, Metric, Mechanism
+from .repro import Derived
 from .repro import FINAL_ACC, ROUNDS
 from .repro import run_health, reference_health, target_health, mechanism_health, OK
 from .repro import SWEEP_SEEDS  # noqa: F401 (the λ sweep's snippet below runs with it)
@@ -842,6 +843,19 @@ FEDIMP_CLAIMS = [
         tuple(_higher(st, 'client probe ACC', 'FedImp', 'FedAvg + weighted average') for st in (_MLP, _CNN)),
     ),
     Claim(
+        'C15',
+        "The Fisher-weighted average keeps the clients' important parameters from drifting in aggregation (abstract, "
+        "§3.1): read as the importance-weighted squared distance of the aggregate from the round's client models, eq. "
+        "2's average has the least of any aggregate, the uniform mean's included",
+        (
+            Derived(
+                "eq. 2's average minimises Σ_k Σ_j F̂^k_j (a_j − θ^k_j)² over aggregates a; any other exceeds it by "
+                'Σ_j (Σ_k F̂^k_j)(a_j − θ_j)²',
+                "the FedImp chapter, 'What the weighting minimises': derived, checked on random Fishers and models",
+            ),
+        ),
+    ),
+    Claim(
         'C10',
         'Identical client Fishers give the uniform mean; '
         'λ = 0 with uniform aggregation is FedAvg bit for bit; the safe weights sum to one',
@@ -856,8 +870,9 @@ FEDIMP_CLAIMS = [
 
 FEDIMP_METRICS = {  # every metric its cells write and its claims name, as the paper means it
     'ACC': FINAL_ACC,  # after the last round: Table 3's 100-round column repeats Table 1
-    # after round 10 (Table 3): that round's, not the best of the first ten
-    'ACC@10': Metric('accuracy', accuracy='final', undefined='a run of fewer than ten rounds'),
+    # after round 10 (Table 3): that round's, not the best of the first ten; the paper's own budget, so not under the
+    # convergence rule
+    'ACC@10': Metric('accuracy', accuracy='fixed', undefined='a run of fewer than ten rounds'),
     "ACC − FedAvg's": Metric('difference'),
     'rounds to target': ROUNDS,  # to FedAvg's final accuracy (Table 2)
     # the better baseline's rounds over FedImp's: higher is sooner
