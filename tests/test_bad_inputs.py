@@ -1110,7 +1110,7 @@ EVIDENCE = {  # case: (artefact, file, damage, words of the refusal)
         'fedreg_table1',
         '_seeds',
         lambda f: f.write_text(f.read_text().split(', over 10× the initial')[0]),  # inside a quoted detail
-        ['row 498 (line 499): the file ends inside this row'],
+        ['row 630 (line 631): the file ends inside this row'],
     ),
     'a seed missing from a declared cell': (
         'fedreg_figure2',
