@@ -664,18 +664,19 @@ REFERENCE_LR = {'MNIST (two classes)': 0.1, 'MNIST (one class)': 0.1, 'EMNIST': 
 REFERENCE_ROUNDS = {'MNIST (two classes)': 1490, 'MNIST (one class)': 600, 'EMNIST': 320}
 
 
+def _mini_methods(s: Setting, overrides: dict, said: str) -> Setting:
+    "`s` with each method of `overrides` ({method: fields}) changed at mini over its own values, and `said` in `why`."
+    own = s.mini.get('methods', {})
+    changed = {m: {**own.get(m, {}), **fields} for m, fields in overrides.items()}
+    return replace(s, mini={**s.mini, 'methods': {**own, **changed}}, why=f'{s.why}; {said}')
+
+
 def with_reference(s: Setting, rounds: int, lr: float) -> Setting:
     """`s` with SGD, the reference of $R_a$, at its own `lr` for `rounds` at mini (its ACC is still read within the
     others' rounds)."""
-    own = s.mini.get('methods', {})
-    sgd = {**own.get('SGD', {}), 'rounds': rounds, 'lr': lr}
-    return replace(
-        s,
-        mini={**s.mini, 'methods': {**own, 'SGD': sgd}},
-        why=(
-            f"{s.why}; SGD, the reference of R_a, at its own lr {lr:g} for {rounds} rounds, "
-            "1.5 times those by which it levelled off (seeds 10-12)"
-        ),
+    said = f'SGD, the reference of R_a, at its own lr {lr:g} for {rounds} rounds, '
+    return _mini_methods(
+        s, {'SGD': {'rounds': rounds, 'lr': lr}}, said + '1.5 times those by which it levelled off (seeds 10-12)'
     )
 
 
@@ -689,12 +690,8 @@ OWN_LR = {'MNIST (one class)': {'SCAFFOLD': 0.025, 'FedReg': 0.1}, 'EMNIST': {'S
 
 def with_own_lr(s: Setting, rates: dict) -> Setting:
     "`s` with each method of `rates` at its own rate at mini (the others keep the setting's)."
-    own = s.mini.get('methods', {})
-    at_own = {m: {**own.get(m, {}), 'lr': lr} for m, lr in rates.items()}
     named = ', '.join(f'{m} {lr:g}' for m, lr in rates.items())
-    return replace(
-        s, mini={**s.mini, 'methods': {**own, **at_own}}, why=f'{s.why}; at its own lr instead (seeds 10-12): {named}'
-    )
+    return _mini_methods(s, {m: {'lr': lr} for m, lr in rates.items()}, f'at its own lr instead (seeds 10-12): {named}')
 
 
 for _st, _rates in OWN_LR.items():
