@@ -256,6 +256,8 @@ class Paper:
     contrasts: dict = field(default_factory=dict)
     # the claims its abstract makes (keys, in the abstract's order): what the report opens with
     headline: tuple = ()
+    # {setting: setting}: a variant's settings that the claims naming another judge (FedImp's profile P)
+    judged_as: dict = field(default_factory=dict)
 
     def __post_init__(self):
         self.validate()
@@ -266,8 +268,9 @@ class Paper:
 
     def ordered_pairs(self, setting: str) -> list:
         """The pairs of methods whose runs in `setting` a claim orders by what they reached (a comparison marked
-        `settles`, or wrapped in `Plateaued`): the pairs whose ordering through the last fifth the evidence records."""
-        pairs = {}
+        `settles`, or wrapped in `Plateaued`): the pairs whose ordering through the last fifth the evidence records. A
+        variant's setting (`judged_as`) has the pairs of the setting its claims name."""
+        pairs, setting = {}, self.judged_as.get(setting, setting)
 
         def walk(k, plateaued=False):
             inner = getattr(k, 'comparison', None)
@@ -365,6 +368,9 @@ class Paper:
             check(h in keys, f'{self.key} headline', h, f'a claim: one of {keys}')
         for j in self.default_jobs:
             check(j in self.artefacts, f'{self.key} default_jobs', j, f'an artefact: one of {list(self.artefacts)}')
+        for variant, named in self.judged_as.items():
+            for s in (variant, named):
+                check(s in self.settings, f'{self.key} judged_as', s, f'a setting: one of {list(self.settings)}')
         for c, pair in self.contrasts.items():
             check(c in keys, f'{self.key} contrasts', c, f'a claim: one of {keys}')
             check(

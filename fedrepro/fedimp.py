@@ -928,6 +928,7 @@ FEDIMP = PAPERS.register(
         # CIFAR-10's half of §4.1's contrast with MNIST (gains there, competitive here; Figure 2's levels)
         contrasts={'C3': ('CIFAR-10 MLP', 'MNIST MLP'), 'C8': ('CIFAR-10 CNN (C=0.1)', 'MNIST CNN')},
         headline=('C14', 'C6', 'C1', 'C11'),  # the claims its abstract makes
+        judged_as={s: s.removesuffix(' (P)') for s in FEDIMP_SETTINGS if s.endswith(' (P)')},  # profile P as C
         chapter='12_fedimp',
         repetitions="a single run (the authors' code, seed 1)",
     ),
