@@ -15,8 +15,7 @@ from .engine import Algorithm, ClientContext, local_sgd, batch_schedule, check_h
 from .baselines import empirical_fisher
 from .metrics import best_accuracy, final_accuracy, t_reach
 from .results import run_many
-from .repro import Paper, Setting, Claim, Compare, Band, Constant, NotAbove, Exact, Metric, Mechanism
-from .repro import Derived
+from .repro import Paper, Setting, Claim, Compare, Band, Constant, NotAbove, Exact, Derived, Metric, Mechanism
 from .repro import FINAL_ACC, ROUNDS
 from .repro import run_health, reference_health, target_health, mechanism_health, OK
 from .repro import SWEEP_SEEDS  # noqa: F401 (the λ sweep's snippet below runs with it)
