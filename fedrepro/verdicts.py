@@ -810,8 +810,9 @@ class Unmatched(_Wraps):
 @dataclass(frozen=True)
 class Engaged(_Wraps):
     """`comparison` on the seeds where the own term of at least one of `methods` engages: a seed on which each of them
-    logged its `term` (a cell's metric: the term's size) under `level` is left out, its runs their base method's there.
-    The mechanism rule per comparison, where a paper's `mechanisms` would gate every cell of a method."""
+    logged its `term` (a cell's metric: the term's size) under `level` is left out, its runs their base method's there;
+    a comparison across two settings (`setting_b`) is gated in each. The mechanism rule per comparison, where a paper's
+    `mechanisms` would gate every cell of a method."""
 
     comparison: object
     methods: tuple
@@ -820,19 +821,25 @@ class Engaged(_Wraps):
     basis: ClassVar[Basis] = Basis.EMPIRICAL
 
     def judge(self, cells: pd.DataFrame) -> Judged:
-        st = self.comparison.setting
+        marked = cells
+        for st in dict.fromkeys([self.comparison.setting, getattr(self.comparison, 'setting_b', None)]):
+            marked = self._gate(marked, st) if st else marked
+        return self.comparison.judge(marked)
+
+    def _gate(self, cells: pd.DataFrame, st: str) -> pd.DataFrame:
+        "`cells` with `methods`' cells in `st` marked inert on each seed where all of them logged their term inert."
         size = cells[(cells['setting'] == st) & (cells['metric'] == self.term) & cells['method'].isin(self.methods)]
         size = size.pivot_table(index='seed', columns='method', values='value', aggfunc='first')
         inert = [(s, r) for s, r in size.iterrows() if len(r.dropna()) == len(self.methods) and (r < self.level).all()]
         if not inert:
-            return self.comparison.judge(cells)
+            return cells
         marked = cells.copy()
         for seed, row in inert:
             at = (marked['setting'] == st) & marked['method'].isin(self.methods) & (marked['seed'] == seed)
             at &= marked['health'] == Kind.OK.value
             why = ', '.join(f'{m} {v:.2g}' for m, v in row.items())
             marked.loc[at, ['health', 'detail']] = [Kind.INERT.value, f'{self.term}: {why}, under {self.level:g}']
-        return self.comparison.judge(marked)
+        return marked
 
 
 @dataclass(frozen=True)
