@@ -436,11 +436,13 @@ def early_acc(c: pd.DataFrame) -> float:
 
 def mask_cells(method: str, c: pd.DataFrame) -> list[dict]:
     """Claim C5's cells of a credibility-mask run: its non-zero fraction and trend; $\\mathcal L_{SSD}/\\mathcal L_{CE}$
-    in the last round and its median over the rounds (the mechanism diagnostic)."""
+    in the last round and its median over the rounds (the mechanism diagnostic). A mask the same in every round has no
+    trend: its cell says so (a precondition), not left out."""
     d = c.dropna(subset=['mask_nonzero']).sort_values('round')
     if d.empty:
         return []
-    trend = d['round'].corr(d['mask_nonzero'], method='spearman') if d['mask_nonzero'].nunique() > 1 else math.nan
+    flat = d['mask_nonzero'].nunique() == 1
+    trend = math.nan if flat else d['round'].corr(d['mask_nonzero'], method='spearman')
     cells = {
         'mask non-zero, round 1': d['mask_nonzero'].iloc[0],
         'mask non-zero, last round': d['mask_nonzero'].iloc[-1],
@@ -449,7 +451,13 @@ def mask_cells(method: str, c: pd.DataFrame) -> list[dict]:
         # what `mechanism_health` reads
         'SSD / CE, median over rounds': np.nanmedian(c['ssd_over_ce'].abs().to_numpy(float)),
     }
-    return [dict(method=method, metric=k, value=float(v)) for k, v in cells.items() if np.isfinite(v)]
+    out = [dict(method=method, metric=k, value=float(v)) for k, v in cells.items() if np.isfinite(v)]
+    if flat:
+        same = f"the mask's non-zero fraction is {d['mask_nonzero'].iloc[0]:.3g} in every round: no trend to rank"
+        out.append(
+            dict(method=method, metric='mask non-zero trend', value=math.nan, health=Health(Kind.PRECONDITION, same))
+        )
+    return out
 
 
 LOCAL_METRICS = (
