@@ -34,15 +34,16 @@ from gpu_check import client_size, paper_config, synthetic
 
 SEEDS = range(5)
 # (paper, setting, methods, clients a seed): the claims' comparisons, the cheapest first (FedCurv's Fisher on
-# HWDigits-4 and CIFAR10-10 takes 30-40 s a client on an H200)
+# HWDigits-4 and CIFAR10-10 takes 30-40 s a client on an H200); FedProx, FedCurv and SCAFFOLD for FedReg's claim 15b
+# and FedGC's Table 2
 GROUPS = [
-    ('fedreg', 'MNIST (two classes)', ('FedAvg', 'FedReg'), 10),
-    ('fedreg', 'EMNIST', ('FedAvg', 'FedReg'), 10),
+    ('fedreg', 'MNIST (two classes)', ('FedAvg', 'FedReg', 'FedProx', 'FedCurv'), 10),
+    ('fedreg', 'EMNIST', ('FedAvg', 'FedReg', 'FedProx', 'FedCurv'), 10),
     ('fedreg', 'MNIST (one class)', ('FedAvg', 'FedReg'), 10),
-    ('fedgc', 'HWDigits-40', ('FedAvg', 'FedGC', 'FedReg'), 1),
-    ('fedgc', 'CIFAR100-100', ('FedAvg', 'FedGC', 'FedReg'), 1),
-    ('fedgc', 'CIFAR10-10', ('FedAvg', 'FedGC', 'FedReg'), 1),
-    ('fedgc', 'HWDigits-4', ('FedAvg', 'FedGC', 'FedReg'), 1),
+    ('fedgc', 'HWDigits-40', ('FedAvg', 'FedGC', 'FedReg', 'FedProx', 'SCAFFOLD'), 1),
+    ('fedgc', 'CIFAR100-100', ('FedAvg', 'FedGC', 'FedReg', 'FedProx', 'SCAFFOLD'), 1),
+    ('fedgc', 'CIFAR10-10', ('FedAvg', 'FedGC', 'FedReg', 'FedProx', 'SCAFFOLD'), 1),
+    ('fedgc', 'HWDigits-4', ('FedAvg', 'FedGC', 'FedReg', 'FedProx', 'SCAFFOLD'), 1),
     ('fedgc', 'CIFAR100-100', ('FedCurv',), 1),
     ('fedgc', 'HWDigits-40', ('FedCurv',), 1),
     ('fedgc', 'HWDigits-4', ('FedCurv',), 1),
