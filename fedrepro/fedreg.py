@@ -647,10 +647,11 @@ def with_privacy(s: Setting, setting: str, sigma: float, mg_lr: float, gamma: fl
             why=why(_MG_TOO_SLOW),
         )
     own = s.mini.get('methods', {})
+    own = {**own, **_as_base(own)}
     if setting not in MINI_DP_SIGMA:
-        return replace(s, methods=methods, mini={**s.mini, 'methods': {**own, **_as_base(own)}}, why=why(_UNMATCHED))
-    sigmas = {d: {**_as_base(own).get(d, {}), 'dp_noise': MINI_DP_SIGMA[setting]} for d in _DP_BASES}
-    mini = {**s.mini, 'methods': {**own, **_as_base(own), **sigmas}}
+        return replace(s, methods=methods, mini={**s.mini, 'methods': own}, why=why(_UNMATCHED))
+    sigmas = {d: {**own.get(d, {}), 'dp_noise': MINI_DP_SIGMA[setting]} for d in _DP_BASES}
+    mini = {**s.mini, 'methods': {**own, **sigmas}}
     return replace(
         s,
         methods=methods,
