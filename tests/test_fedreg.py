@@ -798,8 +798,8 @@ def test_table_c1_runs_at_paper_scale_only():
 
 def test_every_artefact_feeds_its_claims():
     """Each job judges the claims its cells bear on; every claim is fed by one, but for the GPU wall clocks (15, 15b,
-    judged on the GPU's timings), the two decided by analysis and the two exact ones. Table C.1's (12) is its job's, judged
-    where it ran at paper scale."""
+    judged on the GPU's timings), the two decided by analysis and the two exact ones. Table C.1's (12) is its job's,
+    judged where it ran at paper scale."""
     fed = {k for ks in FEDREG.feeds.values() for k in ks}
     assert {c.key for c in FEDREG.claims} - fed == {'15', '15b', '20b', '20c', '21', '22', '27'}
     assert [c.key for c in FEDREG.claims_of('fedreg_tableC1')] == ['12'] and 'fedreg_tableC1' in FEDREG.artefacts
