@@ -393,7 +393,7 @@ def fedssd_cells(runs: dict, chance: float, health: dict) -> list[dict]:
     out += [cell for m, c in runs.items() if 'mask_nonzero' in c for cell in mask_cells(m, c)]
     out += [cell for m, c in runs.items() for cell in local_cells(m, c)]
     if 'FedAvg' not in runs:
-        return gated(out, runs, health)
+        return gated(out, runs)
     target = acc['FedAvg']
     # FedAvg's run sets T's target: learned, plateaued, above the learned level
     to_target = target_health(runs, health, 'FedAvg', chance, targets=[target])
@@ -409,18 +409,14 @@ def fedssd_cells(runs: dict, chance: float, health: dict) -> list[dict]:
             out.append(dict(method=m, metric="ACC − FedAvg's", value=acc[m] - target, health=against))
     if 'FedSSD' in acc:
         out.append(margin_cell('FedSSD', acc, health))
-    return gated(out, runs, health)
+    return gated(out, runs)
 
 
-def gated(out: list[dict], runs: dict, health: dict) -> list[dict]:
+def gated(out: list[dict], runs: dict) -> list[dict]:
     """`out` with the cells of each `FEDSSD_MECHANISMS` method, but the `UNGATED`, `term inert` where its term is
-    (`mechanism_health`: the median over rounds under the level); a cell's own precondition and a failed run (evidence)
-    come first."""
-    term = {
-        m: mechanism_health(c, m, FEDSSD_MECHANISMS[m])
-        for m, c in runs.items()
-        if m in FEDSSD_MECHANISMS and health.get(m, OK).ok
-    }
+    (`mechanism_health`: the median over rounds under the level). A cell's own precondition comes first, then the term,
+    as the protocol orders them: a run whose term was inert failed as FedAvg, not as itself."""
+    term = {m: mechanism_health(c, m, FEDSSD_MECHANISMS[m]) for m, c in runs.items() if m in FEDSSD_MECHANISMS}
     for cell in out:
         h = term.get(cell['method'], OK)
         if not h.ok and cell['metric'] not in UNGATED and cell.get('health', OK).ok:
