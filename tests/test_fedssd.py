@@ -283,3 +283,40 @@ def test_a_gain_far_under_the_papers_band_on_every_seed_is_not_reproduced_and_on
     split = c1b([0.03, 0.03, 0.03, 0.0, 0.0], [0.012, 0.012, 0.012, 0.0, 0.0])
     assert split['outcome'] == 'inconclusive' and split['comparisons'] == '2 inconclusive of 2'
     assert split['evidence'].count('mixed: 3 of 5 seeds for, 2 against (a decision needs 4)') == 2
+
+
+def test_the_cells_the_v3_rerun_writes_are_computed_and_judge_their_claims():
+    """Issue #76's new cells, which the committed sets predate: the global accuracy's mean after the first tenth of the
+    rounds (C10b), the clients' mean local accuracy at round ⌈R/10⌉ (C6c, judged whatever the term's size, as C5b),
+    and Figure 2's job running FedAvg at E = 5 and 20 with its local models evaluated (C13c). C13c's ordering, on
+    hand-made cells, reaches either verdict."""
+    import math
+    import numpy as np
+    import pandas as pd
+    from fedrepro.fedssd import FEDSSD, FIGURE2_SETTINGS, LATE_ACC, UNGATED, fedssd_cells, local_cells
+    from fedrepro.repro import judge
+
+    accs = np.linspace(0.1, 0.6, 11)
+    runs = {
+        'FedAvg': _curve(np.minimum(accs, 0.5)),
+        'FedSSD': _curve(np.minimum(accs + 0.12, 0.65), 10, 11, **_ENGAGED),
+    }
+    late = {c['method']: c['value'] for c in fedssd_cells(runs, 0.1, {}) if c['metric'] == LATE_ACC}
+    assert math.isclose(late['FedAvg'], np.minimum(accs, 0.5)[2:].mean())  # rounds 2 to 10 of 10
+    local = pd.DataFrame({'round': range(11), 'test_acc': accs, 'local_acc': [np.nan, 0.2, 0.3] + [0.4] * 8})
+    assert {c['metric']: c['value'] for c in local_cells('FedAvg', local)}['local acc at R/10'] == 0.2
+    assert 'local acc at R/10' in UNGATED and LATE_ACC not in UNGATED
+    assert {'CIFAR-10 (E=5)', 'CIFAR-10 (E=20)'} <= set(FIGURE2_SETTINGS)
+    assert FEDSSD.scaled_settings(FIGURE2_SETTINGS, 'mini') == FIGURE2_SETTINGS
+
+    def c13c(gaps):
+        cells = pd.DataFrame(
+            dict(setting=st, method='FedAvg', seed=s, metric='global − local, mean', value=g + 0.01 * s, rounds=45)
+            | dict(health='ok', detail='')
+            for st, g in gaps.items()
+            for s in range(5)
+        )
+        return judge([c for c in FEDSSD.claims if c.key == 'C13c'], cells).iloc[0]['outcome']
+
+    assert c13c({'CIFAR-10 (E=20)': 0.3, 'CIFAR-10': 0.2, 'CIFAR-10 (E=5)': 0.1}) == 'reproduced'
+    assert c13c({'CIFAR-10 (E=20)': 0.1, 'CIFAR-10': 0.2, 'CIFAR-10 (E=5)': 0.3}) == 'not reproduced'
