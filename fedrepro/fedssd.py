@@ -426,20 +426,21 @@ def gated(out: list[dict], runs: dict) -> list[dict]:
     return out
 
 
-def early_acc(c: pd.DataFrame) -> float:
-    "The global accuracy at round ⌈R/10⌉ (the paper's round 10 of 100, 3 of 30): the beginning of Figure 7's curves."
-    ev = c.dropna(subset=['test_acc']).set_index('round')['test_acc']
+def early_acc(c: pd.DataFrame, column: str = 'test_acc') -> float:
+    """The global accuracy (or `column`) at round ⌈R/10⌉ (the paper's round 10 of 100, 3 of 30): the beginning of
+    Figure 7's curves."""
+    ev = c.dropna(subset=[column]).set_index('round')[column]
     return float(ev.get(math.ceil(c['round'].max() / 10), math.nan))
 
 
 LATE_ACC = 'ACC, mean after R/10'  # C10b: Figure 8's "stably outperforms", over the rounds and not only the last
 
 
-def late_acc(c: pd.DataFrame) -> float:
-    """The global accuracy's mean over the evaluated rounds after the first tenth of the budget (as `local_cells`'
-    `local acc, mean after R/10`): a curve's level over the rounds, neither its best nor its last."""
-    ev = c.dropna(subset=['test_acc'])
-    late = ev.loc[ev['round'] > c['round'].max() / 10, 'test_acc']
+def late_acc(c: pd.DataFrame, column: str = 'test_acc') -> float:
+    """The global accuracy's (or `column`'s) mean over the evaluated rounds after the first tenth of the budget: a
+    curve's level over the rounds, neither its best nor its last."""
+    ev = c.dropna(subset=[column])
+    late = ev.loc[ev['round'] > c['round'].max() / 10, column]
     return float(late.mean()) if len(late) else math.nan
 
 
@@ -492,13 +493,11 @@ def local_cells(method: str, c: pd.DataFrame) -> list[dict]:
     local, rounds = d['local_acc'].to_numpy(float), d['round'].to_numpy()
     start = glob.reindex(rounds - 1).to_numpy(float)  # Acc_G^t: the model round t starts from
     new = glob.reindex(rounds).to_numpy(float)  # the model aggregated in round t
-    late = rounds > c['round'].max() / 10
-    early = rounds == math.ceil(c['round'].max() / 10)  # the round C5b reads the global accuracy at
     has, has_new = ~np.isnan(start), ~np.isnan(new)
     cells = {
         'local ACC': local[-1],
-        'local acc at R/10': local[early][0] if early.any() else math.nan,
-        'local acc, mean after R/10': local[late].mean() if late.any() else math.nan,
+        'local acc at R/10': early_acc(c, 'local_acc'),  # the round C5b reads the global accuracy at
+        'local acc, mean after R/10': late_acc(c, 'local_acc'),
         'global > local, share of rounds': (start[has] > local[has]).mean() if has.any() else math.nan,
         'global − local, mean': (start[has] - local[has]).mean() if has.any() else math.nan,
         'new global > local, share of rounds': (new[has_new] > local[has_new]).mean() if has_new.any() else math.nan,
