@@ -854,9 +854,11 @@ class Plateaued(_Wraps):
 
     def judge(self, cells: pd.DataFrame) -> Judged:
         c = self.comparison
+        judged = c.judge(cells)  # its own preconditions (an inert term, a failed reference) are stated first
+        if judged.outcome is Outcome.UNTESTABLE:
+            return judged
         runs = {**_compared(c), **{(c.setting, m): None for m in self.also}}
         note = settled(c.setting, runs, _pair(c, self.also), cells, strict=True)
-        judged = c.judge(cells)
         return replace(judged, evidence=f'{judged.evidence}; {note}') if note not in judged.evidence else judged
 
 
