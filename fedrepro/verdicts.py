@@ -846,7 +846,8 @@ class Engaged(_Wraps):
 class Plateaued(_Wraps):
     """`comparison` of what runs reached (a best accuracy), under the convergence rule (`settled`) whatever the paper's
     metrics: a compared run that logged no `RISE` counts as still rising. `also`: more methods of its setting whose runs
-    it reads (a difference's reference, the other run of the ordering for a `Band`)."""
+    it reads (a difference's reference, the other run of the ordering for a `Band`). A comparison of two differences
+    (`also` their references) has no ordering to read: it stands only where its four runs levelled off."""
 
     comparison: object = None
     also: tuple = ()
@@ -863,9 +864,10 @@ class Plateaued(_Wraps):
 
 
 def _pair(c, also=()) -> tuple | None:
-    "The two runs of one setting whose ordering comparison `c` reads, if any."
+    """The two runs of one setting whose ordering comparison `c` reads, if any: none where `c` compares two differences
+    (`also` names their references), whose order over the last fifth no job logs."""
     if hasattr(c, 'a') and getattr(c, 'setting_b', None) in (None, c.setting):
-        return c.a, c.b
+        return None if also else (c.a, c.b)
     return (c.method, also[0]) if also and hasattr(c, 'method') else None
 
 

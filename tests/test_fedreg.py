@@ -723,7 +723,8 @@ def test_magnitudes_and_cross_setting_claims():
 
 def test_a_protection_costs_what_its_base_loses():
     """`ACC lost` is the protected run's ACC below its base's, seed by seed (a failed base leaves it without its
-    reference; the protected run's own failure is evidence), and 26b weighs MG's against DP-SGD's on it, either way."""
+    reference; the protected run's own failure is evidence), and 26b weighs MG's against DP-SGD's on it, either way,
+    where the four runs levelled off."""
     curve = lambda *acc: pd.DataFrame(dict(round=range(len(acc)), test_acc=acc, test_loss=np.linspace(2, 1, len(acc))))
     runs = {
         'FedAvg': curve(0.1, 0.5, 0.8),
@@ -738,16 +739,21 @@ def test_a_protection_costs_what_its_base_loses():
     failed = lost({'FedAvg': Health(Kind.DIVERGED, 'test loss 1e9'), 'FedReg with MG': Health(Kind.DIVERGED, 'x')})
     assert failed['FedAvg with DPSGD']['health'].kind is Kind.REFERENCE and failed['FedReg with MG']['health'].ok
     claim = [c for c in FEDREG.claims if c.key == '26b']
-    costs = lambda mg, dp: cells_for(
+    four = ('FedReg with MG', 'FedAvg with DPSGD', 'FedReg', 'FedAvg')  # each cost's two runs
+    costs = lambda mg, dp, rise=0.0: cells_for(
         {
             ('FedReg with MG', 'ACC lost'): [mg + 0.003 * s for s in range(MIN_SEEDS)],
             ('FedAvg with DPSGD', 'ACC lost'): [dp + 0.002 * (s % 2) for s in range(MIN_SEEDS)],
+            **{(m, RISE): [0.0] * MIN_SEEDS for m in four[:3]},
+            ('FedAvg', RISE): [rise] * MIN_SEEDS,
         },
         setting='EMNIST',
     )
     less, more = judge(claim, costs(0.01, 0.2)).iloc[0], judge(claim, costs(0.2, 0.01)).iloc[0]
     assert less['comparisons'] == '1 reproduced, 3 not testable here of 4'
     assert more['comparisons'] == '1 not reproduced, 3 not testable here of 4' and more['outcome'] == 'not reproduced'
+    rising = judge(claim, costs(0.01, 0.2, rise=0.05)).iloc[0]  # FedAvg, the reference of DP-SGD's cost, still rises
+    assert rising['outcome'] == 'not testable here' and 'FedAvg still rising' in rising['preconditions']
 
 
 def test_metrics_are_declared_as_the_paper_means_them():
