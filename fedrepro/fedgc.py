@@ -18,13 +18,16 @@ from .repro import Paper, Setting, Claim, Compare, Band, Fails, Exact, Elsewhere
 from .repro import Engaged, Mechanism, OnDevice, device_ratios
 from .repro import BEST_ACC, FINAL_ACC, ROUNDS
 from .repro import reference_health, target_health
+from .repro import lr_sweep, SWEEP_SEEDS, PLATEAU_POINTS
 
 # %% auto #0
 __all__ = ['SGC_MODES', 'GRANULARITIES', 'BASELINES', 'FEDGC_METHODS', 'FEDREG_TASKS', 'BASELINE_PARAMS', 'MINI_MODEL',
            'MINI_STEP_FACTOR', 'MINI_LR', 'MINI_OWN_LR', 'SKEW_ROUNDS', 'SKEW_FRACTION', 'SKEW_BATCH',
            'SKEW_HW40_STEPS', 'TABLE3_STEPS', 'FEDGC_SETTINGS', 'MOVES', 'PAPER_ONLY', 'FEDGC_GPU_RATIOS', 'INERT_MOVE',
-           'FEDGC_MECHANISMS', 'FEDGC_CLAIMS', 'ATTACK_ROUNDS', 'FEDGC_METRICS', 'FEDGC_FEEDS', 'FEDGC', 'cgc_project',
-           'cgc_quadprog', 'sgc_project', 'param_blocks', 'FedGC', 'fedgc_cells', 'plot_reaching']
+           'FEDGC_MECHANISMS', 'FEDGC_CLAIMS', 'ATTACK_ROUNDS', 'FEDGC_METRICS', 'FEDGC_FEEDS', 'FEDGC', 'RATE_GRID',
+           'OWN_RATE_ROUNDS', 'OWN_RATE_PRESENT', 'OWN_RATE_TIE', 'cgc_project', 'cgc_quadprog', 'sgc_project',
+           'param_blocks', 'FedGC', 'fedgc_cells', 'plot_reaching', 'own_rate_methods', 'rate_grid', 'pick_own_rate',
+           'verdict_rounds', 'own_rate_sweep', 'own_rate_picks']
 
 # %% ../nbs/11_fedgc.ipynb #ceb3fe94
 def _dot(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -1018,3 +1021,118 @@ def plot_reaching(curves: pd.DataFrame, scale: str, ref: str = 'FedReg', x: str 
         sns.move_legend(axes[0, -1], 'upper left', bbox_to_anchor=(1, 1))
     fig.tight_layout()
     return fig
+
+# %% ../nbs/11_fedgc.ipynb #790a1d47
+# every method at its own rate (the rule of 2026-12-07, written before its sweep): the grid, the sweep's rounds
+RATE_GRID = (0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0)  # half-decades up to the paper's largest rate, 1.0
+OWN_RATE_ROUNDS = {'HWDigits-4': 200, 'CIFAR10-10': 400, 'CIFAR100-100': 400, 'HWDigits-40': 400}
+# each setting's rounds at mini when the rule was written: the fewest `verdict_rounds` gives it
+OWN_RATE_PRESENT = {'HWDigits-4': 100, 'CIFAR10-10': 120, 'CIFAR100-100': 80, 'HWDigits-40': 80}
+OWN_RATE_TIE = PLATEAU_POINTS  # best accuracies within this of the highest tie (the protocol's plateau margin)
+
+
+def own_rate_methods(setting: str) -> list:
+    """The methods the mini jobs run in `setting`, each of which gets a rate of its own: the five baselines, on the
+    HWDigits stand-ins the uniform twins Table 1 runs beside, on HWDigits-4 Table 3's FedAvg runs, and FedGC's four
+    readings."""
+    twins = [f'{m} (uniform)' for m in _BASE if m != 'FedReg'] if setting.startswith('HWDigits') else []
+    table3 = [m for m in _TABLE3_MINI] if setting == 'HWDigits-4' else []
+    return [*_BASE, *twins, *table3, *_VARIANTS]
+
+
+def rate_grid(present: float) -> tuple:
+    "The rates a method's sweep starts from: `RATE_GRID`'s nearest its `present` rate (log scale) and its neighbours."
+    check(present > 0, 'present', present, 'a learning rate > 0')
+    i = int(np.argmin([abs(math.log(r / present)) for r in RATE_GRID]))
+    return RATE_GRID[max(0, i - 1) : i + 2]
+
+
+def pick_own_rate(sweep: pd.DataFrame) -> tuple:
+    """One method's own rate in one setting from its `lr_sweep` rows (seed, lr, best, mean, health), on the sweep seeds
+    only (a verdict seed is refused): among the rates at which the most runs learned without diverging or collapsing,
+    the highest best accuracy averaged over the seeds; rates within `OWN_RATE_TIE` of it tie, and among them the highest
+    accuracy averaged over the rounds and seeds, then the smaller rate. Returns `(rate, beyond)`: `beyond` is the grid's
+    next rate past a pick at the edge of what was swept, to sweep before the pick stands (None: it stands)."""
+    check(
+        set(sweep['seed']) == set(SWEEP_SEEDS),
+        'sweep seeds',
+        sorted(set(sweep['seed'])),
+        f'exactly the sweep seeds {SWEEP_SEEDS}: no verdict seed is looked at',
+    )
+    if 'method' in sweep:
+        check(sweep['method'].nunique() == 1, 'method', sorted(set(sweep['method'])), "one method's rows")
+    per = sweep.groupby('lr')['seed'].agg(lambda s: sorted(s) == sorted(SWEEP_SEEDS))
+    check(per.all(), 'sweep', per.to_dict(), 'every rate run once on each sweep seed')
+    check(len(per) >= 2 and set(per.index) <= set(RATE_GRID), 'rates', list(per.index), f'two or more of {RATE_GRID}')
+    rates = (
+        sweep.assign(ok=sweep['health'] == 'ok')
+        .groupby('lr')
+        .agg(ok=('ok', 'sum'), best=('best', 'mean'), mean=('mean', 'mean'))
+    )
+    check(rates['ok'].max() > 0, 'sweep', list(rates.index), 'a rate at which some run learned, not diverging')
+    most = rates[rates['ok'] == rates['ok'].max()]
+    tied = most[most['best'] >= most['best'].max() - OWN_RATE_TIE].reset_index()
+    lr = float(tied.sort_values(['mean', 'lr'], ascending=[False, True])['lr'].iloc[0])
+    swept, i = sorted(rates.index), RATE_GRID.index(lr)
+    beyond = (
+        RATE_GRID[i - 1]
+        if lr == swept[0] and i > 0
+        else RATE_GRID[i + 1]
+        if lr == swept[-1] and i < len(RATE_GRID) - 1
+        else None
+    )
+    return lr, beyond
+
+
+def verdict_rounds(levelled, present: int, cap: int) -> int:
+    """A setting's rounds at mini from its sweep: 1.5 times the latest round by which a compared method's sweep run at
+    its own rate levelled off (`levelled`: `levelled_off` of each, None or NaN where it did not), rounded up to ten, at
+    least the `present` rounds and at most the sweep's `cap`; the cap where one did not level off within it (its
+    accuracy comparisons then under the stable-ordering rule)."""
+    vals = [None if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in levelled]
+    check(len(vals) > 0, 'levelled', levelled, 'at least one run')
+    if any(v is None for v in vals):
+        return cap
+    return int(min(cap, max(present, 10 * math.ceil(1.5 * max(vals) / 10))))
+
+
+def own_rate_sweep(
+    setting: str, out, methods=None, rounds: int | None = None, workers=None, backend: str = 'local'
+) -> pd.DataFrame:
+    """The rule's sweep of `setting` on the sweep seeds: each method (`own_rate_methods`) from `rate_grid` of its
+    present mini rate, at `OWN_RATE_ROUNDS` (or `rounds`), a rate beyond the edge added until `pick_own_rate`'s pick
+    stands; runs already in `out` are reused (`lr_sweep`)."""
+    rows, rounds = [], rounds or OWN_RATE_ROUNDS[setting]
+    for m in methods or own_rate_methods(setting):
+        todo = list(rate_grid(FEDGC.config(setting, m, 'mini').lr))
+        while todo:
+            rows += [
+                lr_sweep(FEDGC, setting, todo, sd, out, methods=(m,), rounds=rounds, workers=workers, backend=backend)
+                for sd in SWEEP_SEEDS
+            ]
+            done = pd.concat(rows, ignore_index=True)
+            todo = [b] if (b := pick_own_rate(done[done['method'] == m])[1]) is not None else []
+    return pd.concat(rows, ignore_index=True).assign(setting=setting)
+
+
+def own_rate_picks(sweep: pd.DataFrame) -> pd.DataFrame:
+    """Each (setting, method)'s pick from the rule's sweep record, beside its present mini rate and the paper's, with
+    the latest round by which its sweep runs at the pick levelled off (NaN where one did not) and whether the pick
+    stands at the grid's end."""
+    rows = []
+    for (st, m), g in sweep.groupby(['setting', 'method'], sort=False):
+        lr, beyond = pick_own_rate(g)
+        check(beyond is None, f'sweep of {st}, {m}', sorted(set(g['lr'])), f'the rate {beyond} swept too (the edge)')
+        at = g[g['lr'] == lr]['levelled_off']
+        rows.append(
+            dict(
+                setting=st,
+                method=m,
+                present=FEDGC.config(st, m, 'mini').lr,
+                paper=FEDGC.config(st, m).lr,
+                picked=lr,
+                levelled_off=float(at.max()) if at.notna().all() else math.nan,
+                at_grid_end=lr in (RATE_GRID[0], RATE_GRID[-1]),
+            )
+        )
+    return pd.DataFrame(rows)

@@ -352,3 +352,83 @@ def test_fedgc_whose_projections_move_nothing_is_fedavg_in_every_cell():
     )
     engaged = seed_cells(FEDGC, pd.concat([curve('FedAvg', float('nan')), curve('FedGC', 0.2)]), 'mini')
     assert not (engaged['health'] == Kind.INERT.value).any()
+
+
+def _sweep(rates, seeds=(10, 11, 12)):
+    "An `lr_sweep` record of one method: `rates` {lr: (best, mean over rounds, health)}, the same on every seed."
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            dict(seed=s, lr=lr, method='FedAvg', best=best, mean=mean, health=health)
+            for lr, (best, mean, health) in rates.items()
+            for s in seeds
+        ]
+    )
+
+
+def test_the_own_rate_rule_picks_on_the_sweep_seeds_alone():
+    """The rule of 2026-12-07: most runs learned first, then the best accuracy; a verdict seed in the record is refused,
+    however it would change the pick, and so is a rate missing a sweep seed."""
+    import pandas as pd
+    from fedrepro.fedgc import pick_own_rate
+
+    sweep = _sweep({0.01: (0.5, 0.3, 'ok'), 0.03: (0.6, 0.4, 'ok'), 0.1: (0.9, 0.5, 'diverged: loss not finite')})
+    assert pick_own_rate(sweep) == (0.03, None)  # 0.1's best is the highest, but it diverged
+    tempting = sweep.query('lr == 0.01').assign(seed=0, best=0.99)  # a verdict seed where 0.01 shines
+    with pytest.raises(ValueError, match='sweep seeds'):
+        pick_own_rate(pd.concat([sweep, tempting]))
+    with pytest.raises(ValueError, match='every rate run once on each sweep seed'):
+        pick_own_rate(sweep[~((sweep['lr'] == 0.01) & (sweep['seed'] == 12))])
+    with pytest.raises(ValueError, match="one method's rows"):
+        pick_own_rate(pd.concat([sweep, sweep.assign(method='FedProx')]))
+
+
+def test_the_own_rate_rule_breaks_ties_by_the_rounds_then_the_smaller_rate_and_extends_at_an_edge():
+    from fedrepro.fedgc import pick_own_rate, rate_grid, RATE_GRID
+
+    ok = lambda best, mean: (best, mean, 'ok')
+    # 0.03 and 0.1 within 0.01 of each other: the one higher over the rounds, inside the swept range
+    assert pick_own_rate(_sweep({0.01: ok(0.5, 0.3), 0.03: ok(0.7, 0.4), 0.1: ok(0.705, 0.35)})) == (0.03, None)
+    # a full tie: the smaller rate, at the edge of what was swept, so the rate below is swept next
+    assert pick_own_rate(_sweep({0.01: ok(0.7, 0.4), 0.03: ok(0.7, 0.4), 0.1: ok(0.5, 0.2)})) == (0.01, 0.003)
+    # more than the tie apart: the higher best, here at the top edge
+    assert pick_own_rate(_sweep({0.01: ok(0.5, 0.4), 0.03: ok(0.6, 0.5), 0.1: ok(0.62, 0.3)})) == (0.1, 0.3)
+    # at the grid's own end the pick stands
+    assert pick_own_rate(_sweep({0.3: ok(0.5, 0.3), 1.0: ok(0.8, 0.5)})) == (1.0, None)
+    assert rate_grid(0.01) == (0.003, 0.01, 0.03) and rate_grid(5.0) == RATE_GRID[-2:]
+
+
+def test_a_setting_runs_until_its_compared_methods_level_off_within_the_sweep():
+    from fedrepro.fedgc import verdict_rounds
+
+    assert verdict_rounds([60, 201], 80, 400) == 310  # 1.5 × 201, up to ten
+    assert verdict_rounds([30, 40], 80, 400) == 80  # never fewer than now
+    assert verdict_rounds([300, 350], 80, 400) == 400  # never more than the sweep saw
+    assert verdict_rounds([300, float('nan')], 80, 400) == 400  # one still rising: all of them
+
+
+def test_every_method_runs_at_the_rate_the_rule_picked_once_its_sweep_is_recorded():
+    """Once the sweep of the rule is committed (`fedgc_own_rate_sweep.csv`), each method's mini rate in each setting is
+    the rule's pick from the sweep seeds, and each setting's rounds `verdict_rounds`' (Issue 75's 'done when')."""
+    import pandas as pd
+    from fedrepro.fedgc import (
+        FEDGC,
+        OWN_RATE_PRESENT,
+        OWN_RATE_ROUNDS,
+        own_rate_methods,
+        own_rate_picks,
+        verdict_rounds,
+    )
+    from fedrepro.repro import committed_results
+
+    record = committed_results() / 'fedgc_own_rate_sweep.csv'
+    if not record.is_file():
+        pytest.skip('the own-rate sweep has not run yet (the FedGC chapter states its rule and its cost)')
+    picks = own_rate_picks(pd.read_csv(record))
+    for st, g in picks.groupby('setting'):
+        assert set(g['method']) == set(own_rate_methods(st)), st
+        rounds = verdict_rounds(g['levelled_off'], OWN_RATE_PRESENT[st], OWN_RATE_ROUNDS[st])
+        for m, lr in zip(g['method'], g['picked']):
+            cfg = FEDGC.config(st, m, 'mini')
+            assert (cfg.lr, cfg.rounds) == (lr, rounds), (st, m)
