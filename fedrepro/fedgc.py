@@ -23,11 +23,11 @@ from .repro import lr_sweep, SWEEP_SEEDS, PLATEAU_POINTS
 # %% auto #0
 __all__ = ['SGC_MODES', 'GRANULARITIES', 'BASELINES', 'FEDGC_METHODS', 'FEDREG_TASKS', 'BASELINE_PARAMS', 'MINI_MODEL',
            'MINI_STEP_FACTOR', 'MINI_LR', 'MINI_OWN_LR', 'SKEW_ROUNDS', 'SKEW_FRACTION', 'SKEW_BATCH',
-           'SKEW_HW40_STEPS', 'TABLE3_STEPS', 'FEDGC_SETTINGS', 'MOVES', 'PAPER_ONLY', 'FEDGC_GPU_RATIOS', 'INERT_MOVE',
-           'FEDGC_MECHANISMS', 'FEDGC_CLAIMS', 'ATTACK_ROUNDS', 'FEDGC_METRICS', 'FEDGC_FEEDS', 'FEDGC', 'RATE_GRID',
-           'OWN_RATE_ROUNDS', 'OWN_RATE_PRESENT', 'OWN_RATE_TIE', 'cgc_project', 'cgc_quadprog', 'sgc_project',
-           'param_blocks', 'FedGC', 'fedgc_cells', 'plot_reaching', 'own_rate_methods', 'rate_grid', 'pick_own_rate',
-           'verdict_rounds', 'own_rate_sweep', 'own_rate_picks']
+           'SKEW_HW40_STEPS', 'TABLE3_STEPS', 'FEDGC_SETTINGS', 'MOVES', 'PAPER_ONLY', 'KEPT_FOR_PAPER',
+           'FEDGC_GPU_RATIOS', 'INERT_MOVE', 'FEDGC_MECHANISMS', 'FEDGC_CLAIMS', 'ATTACK_ROUNDS', 'FEDGC_METRICS',
+           'FEDGC_FEEDS', 'FEDGC', 'RATE_GRID', 'OWN_RATE_ROUNDS', 'OWN_RATE_PRESENT', 'OWN_RATE_TIE', 'cgc_project',
+           'cgc_quadprog', 'sgc_project', 'param_blocks', 'FedGC', 'fedgc_cells', 'plot_reaching', 'own_rate_methods',
+           'rate_grid', 'pick_own_rate', 'verdict_rounds', 'own_rate_sweep', 'own_rate_picks']
 
 # %% ../nbs/11_fedgc.ipynb #ceb3fe94
 def _dot(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -587,6 +587,9 @@ PAPER_ONLY = {
     ),
 }
 _not_kept = lambda key: (Elsewhere(f'a condition the mini stand-in does not keep: {PAPER_ONLY[key][0]}'),)
+# a comparison that mini cannot carry, kept for paper scale as `PAPER_ONLY`'s are: C7c's HWDigits-4 band (the chapter's
+# 'C7c at mini')
+KEPT_FOR_PAPER = {'C7c': (Band(_HW4, 'FedGC', "rounds to FedAvg's best / FedAvg's", **_saving(19, 557)),)}
 # the time magnitudes of Table 2 are a GPU's wall clock (the paper's 8 RTX 3090s), which a CPU's seconds do not measure:
 # they follow each method's arithmetic (FedReg's round costs 19 to 24 of FedAvg's at mini). They are judged on a GPU's:
 # one client's local stage at the paper's shapes on an H200, per seed, as ratios (bench/device_time.py, read from
@@ -733,7 +736,15 @@ FEDGC_CLAIMS = [
         "CIFAR100-100 (1 − 287/531): FedGC's rounds to FedAvg's best as a fraction of theirs within 0.017 and 0.068, "
         'and within 0.08 and 0.77 (half to twice the smaller of the saving and the fraction)',
         (
-            Band(_HW4, 'FedGC', "rounds to FedAvg's best / FedAvg's", **_saving(19, 557)),
+            OtherQuantity(
+                "on HWDigits-4 the rounds of a FedGC that levels off far above FedAvg and passes FedAvg's best in 19 "
+                'rounds (950 local steps), as a fraction of the 557 in which FedAvg creeps to it',
+                "that fraction of a FedAvg whose best, the top of its plateau, comes at rounds 64 to 100 of its 100: "
+                "the band's 0.068 asks FedGC to pass it within 4 to 6 rounds, at most 30 of its local steps from the "
+                "initial model, where no run of any method on any seed of the stand-in passed FedAvg's best in fewer "
+                'than 67 rounds: no method could meet the band (the FedGC chapter derives it; `KEPT_FOR_PAPER` keeps '
+                'the band)',
+            ),
             Band(_C100, 'FedGC', "rounds to FedAvg's best / FedReg's", **_saving(287, 531)),
         ),
     ),
