@@ -447,3 +447,41 @@ def test_c7c_on_hwdigits_4_is_not_a_verdict_at_mini_whatever_the_seeds():
     v = judge([claim], inside).iloc[0]
     assert v['outcome'] == 'not testable here' and 'no method could meet the band' in v['preconditions']
     assert KEPT_FOR_PAPER['C7c'][0].setting == 'HWDigits-4'
+
+
+def test_c5b_is_gated_where_fedprox_s_term_is_inert_whatever_the_seeds_say():
+    """FedProx's proximal term moves an update by at most (K − 1)ηc of its path (6e-4 on the CIFAR100-100 stand-in at
+    mini, under the mechanism rule's 1e-3): C5b is not testable there, by analysis, even where FedAvg is far above
+    FedProx on every seed; the comparison is kept for paper scale."""
+    import numpy as np
+    import pandas as pd
+    from fedrepro.fedgc import FEDGC, INERT_MOVE, KEPT_FOR_PAPER, PROX_MOVE_MINI_C100, prox_move_bound
+    from fedrepro.repro import judge
+
+    assert PROX_MOVE_MINI_C100 == pytest.approx(6e-4) and PROX_MOVE_MINI_C100 < INERT_MOVE
+    (claim,) = [c for c in FEDGC.claims if c.key == 'C5b']
+    apart = pd.concat(
+        [_cells('CIFAR100-100', 'FedAvg', 'ACC', [0.5] * 5), _cells('CIFAR100-100', 'FedProx', 'ACC', [0.3] * 5)]
+    )
+    v = judge([claim], apart).iloc[0]
+    assert (v['outcome'], v['basis']) == ('not testable here', 'by analysis') and 'FedProx is FedAvg' in v[
+        'preconditions'
+    ]
+    kept = judge([replace_checks(claim, KEPT_FOR_PAPER['C5b'])], apart).iloc[0]
+    assert kept['outcome'] == 'reproduced'  # where the term acts, the same seeds would decide it
+    # the bound against FedProx's steps on gradients of unequal sizes: 'full' μ‖θ − θᵍ‖² has c = 2μ
+    rng = np.random.default_rng(1)
+    for k, lr, mu in ((4, 0.01, 0.01), (6, 0.1, 0.2)):
+        g = rng.normal(size=(k, 20)) * rng.uniform(0.1, 10, size=(k, 1))
+        d = np.zeros(20)
+        for gj in g:
+            d = d - lr * (gj + 2 * mu * d)
+        gap, path = np.linalg.norm(d + lr * g.sum(0)), lr * np.linalg.norm(g, axis=1).sum()
+        assert 0 < gap <= prox_move_bound(k, lr, mu) * path
+
+
+def replace_checks(claim, checks):
+    "`claim` with other comparisons (the protocol's `Claim` is a frozen dataclass)."
+    from dataclasses import replace
+
+    return replace(claim, checks=tuple(checks))
