@@ -485,3 +485,28 @@ def replace_checks(claim, checks):
     from dataclasses import replace
 
     return replace(claim, checks=tuple(checks))
+
+
+def test_a_claim_read_with_sgc_on_the_whole_model_reads_those_runs_and_their_gate():
+    """C3v is C3 with the whole-model SGC's runs in FedGC's place: it is decided by them, not by FedGC's, and its gate
+    reads the whole model's SGC (inert where it moved nothing, as on the HWDigits-4 stand-in)."""
+    import pandas as pd
+    from fedrepro.fedgc import FEDGC, INERT_MOVE, WHOLE
+    from fedrepro.repro import judge
+
+    (c3v,) = [c for c in FEDGC.claims if c.key == 'C3v']
+    (check,) = [k for k in c3v.checks if k.setting == 'CIFAR10-10']
+    base = [
+        _cells('CIFAR10-10', 'FedGC', 'ACC', [0.3] * 5),  # per tensor: below FedGC without SGC
+        _cells('CIFAR10-10', 'FedGC', "SGC's move", [0.3] * 5),
+        _cells('CIFAR10-10', 'FedGC (w/o SGC)', 'ACC', [0.5] * 5),
+        _cells('CIFAR10-10', WHOLE, 'ACC', [0.7, 0.71, 0.69, 0.7, 0.72]),  # whole model: above it
+    ]
+    moved = lambda size: pd.concat([*base, _cells('CIFAR10-10', WHOLE, "SGC's move", [size] * 5)])
+    claim = replace_checks(c3v, (check,))
+    assert judge([claim], moved(0.2)).iloc[0]['outcome'] == 'reproduced'
+    still = judge([claim], moved(INERT_MOVE / 10)).iloc[0]
+    assert still['outcome'] == 'not testable here' and "SGC's move" in still['preconditions']
+    (c3,) = [c for c in FEDGC.claims if c.key == 'C3']
+    (per_tensor,) = [k for k in c3.checks if k.setting == 'CIFAR10-10']
+    assert judge([replace_checks(c3, (per_tensor,))], moved(0.2)).iloc[0]['outcome'] == 'not reproduced'
