@@ -254,12 +254,13 @@ def test_a_condition_the_stand_in_does_not_keep_is_never_judged_on_it():
 
 
 def test_every_claim_is_fed_but_the_exact_the_untestable_by_declaration_and_the_gpu_clocks():
-    "The GPU's clocks (C8b, C18b, C19b) are judged on the GPU's timings, whatever a job's cells."
+    "The GPU's clocks (C8b, C18b, C19b, C26, C26b, C26c) are judged on the GPU's timings, whatever a job's cells."
     from fedrepro.fedgc import FEDGC, PAPER_ONLY
 
     fed = {k for ks in FEDGC.feeds.values() for k in ks}
     shown = set(FEDGC.feeds['fedgc_table3'])  # Table 3's job shows its claims not testable, and why
-    assert {c.key for c in FEDGC.claims} - fed == {'C13', 'C15', 'C8b', 'C18b', 'C19b', *PAPER_ONLY} - shown
+    gpu = {'C8b', 'C18b', 'C19b', 'C26', 'C26b', 'C26c'}
+    assert {c.key for c in FEDGC.claims} - fed == {'C13', 'C15', *gpu, *PAPER_ONLY} - shown
 
 
 def _on_cifar10(key, cells):
@@ -510,3 +511,32 @@ def test_a_claim_read_with_sgc_on_the_whole_model_reads_those_runs_and_their_gat
     (c3,) = [c for c in FEDGC.claims if c.key == 'C3']
     (per_tensor,) = [k for k in c3.checks if k.setting == 'CIFAR10-10']
     assert judge([replace_checks(c3, (per_tensor,))], moved(0.2)).iloc[0]['outcome'] == 'not reproduced'
+
+
+def test_table_2_s_time_magnitudes_are_the_gpu_s_and_an_untimed_stage_is_not_testable():
+    """C26 and C26b read the H200's local stages whatever the runs' cells (the CPU's seconds say nothing of them);
+    FedProx's and SCAFFOLD's stages were never timed on a GPU, so C26c is not testable, saying so."""
+    from fedrepro.fedgc import FEDGC
+    from fedrepro.repro import judge
+
+    claims = {c.key: c for c in FEDGC.claims}
+    cpu = _cells('HWDigits-40', 'FedGC', "time / FedAvg's", [0.23] * 5)  # the paper's ratio, on the CPU: not read
+    got = judge([claims['C26'], claims['C26b'], claims['C26c']], cpu).set_index('claim')
+    assert (
+        got.loc['C26', 'evidence'].count('on an NVIDIA H200') == 4 and got.loc['C26b', 'outcome'] != 'not testable here'
+    )
+    assert got.loc['C26c', 'outcome'] == 'not testable here'
+    assert 'no GPU timing of FedProx' in got.loc['C26c', 'preconditions']
+
+
+def test_a_method_that_reaches_the_target_on_a_seed_contradicts_never():
+    "C25 (SCAFFOLD never reaches FedAvg's best) on HWDigits-4: reached on every seed is not reproduced, on none holds."
+    import math
+    from fedrepro.fedgc import FEDGC
+    from fedrepro.repro import judge
+
+    (c25,) = [c for c in FEDGC.claims if c.key == 'C25']
+    claim = replace_checks(c25, [k for k in c25.checks if k.setting == 'HWDigits-4'])
+    metric = "rounds to FedAvg's best"
+    assert judge([claim], _cells('HWDigits-4', 'SCAFFOLD', metric, [70] * 5)).iloc[0]['outcome'] == 'not reproduced'
+    assert judge([claim], _cells('HWDigits-4', 'SCAFFOLD', metric, [math.inf] * 5)).iloc[0]['outcome'] == 'reproduced'
