@@ -15,8 +15,7 @@ from .config import ExperimentConfig
 from .engine import Algorithm, ClientContext, local_sgd, batch_schedule, check_hparam
 from .metrics import best_accuracy, r_a
 from .repro import Paper, Setting, Claim, Compare, Band, Never, NotAbove, Same, Interior, Exact, Untuned
-from .repro import Plateaued
-from .repro import OnDevice, OtherQuantity, Derived, device_ratios
+from .repro import OnDevice, OtherQuantity, Derived, Plateaued, device_ratios
 from .repro import Metric, BEST_ACC, ROUNDS, RISE, rise, Health, Kind, OK, reference_health, target_health
 
 # %% auto #0
@@ -817,8 +816,8 @@ _VIT, _CTD, _LM = 'CIFAR-100 (Transformer)', 'COVID-19 CT Images', 'Landmarks-Us
 # the methods of a setting's Table 1-3 (or C.1) column
 _run = lambda st: tuple(m for m in FEDREG_SETTINGS[st].methods if m in FEDREG_METHODS)
 _DPSGD = ('DPSGD', 'FedAvg with DPSGD', 'FedProx with DPSGD', 'FedCurv with DPSGD')
-# where MG runs at an η_s its sweep on this stand-in has not confirmed (EMNIST's, CIFAR-10 (uniform)'s and the CT
-# stand-in's are swept and run at the pick: MINI_TUNED)
+# where MG runs at an η_s its sweep on this stand-in has not confirmed at the rate it runs at (CIFAR-10 (uniform)'s and
+# the CT stand-in's are swept and run at the pick: MINI_TUNED; EMNIST's was swept at the shared rate)
 MG_UNTUNED = {
     _C10O: "its η_s is the paper's CIFAR-10 value, 0.001, not swept on this stand-in",
     _EM: "its η_s, 0.27, was swept at the shared rate 0.05, not at FedReg's 0.2 that it runs at",
