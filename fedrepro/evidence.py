@@ -20,10 +20,10 @@ from .declare import OK, Health, Kind, Mechanism, MetricKind, Paper, check_paper
 # %% auto #0
 __all__ = ['LEARNED_FACTOR', 'LOSS_EXPLOSION', 'PLATEAU_POINTS', 'RISE', 'LEAD', 'SEED_COLUMNS', 'DEVICE_TIMES', 'learned_level',
            'run_health', 'rise', 'plateau', 'loss_health', 'lead', 'reference_health', 'target_health', 'margin_cell',
-           'mechanism_health', 'run_table', 'lr_sweep', 'mini_lr', 'sweep_rows', 'sweep_view', 'seed_cells',
-           'split_health', 'write_seed_csv', 'read_seed_csv', 'from_one_source', 'read_seed_csvs', 'device_ratios',
-           'param_sweep', 'tuned_params', 'levelled_off', 'own_lr', 'seed_flags', 'table_rows', 'unrun_rows',
-           'paper_view', 'plot_curves']
+           'term_rounds', 'mechanism_health', 'run_table', 'lr_sweep', 'mini_lr', 'sweep_rows', 'sweep_view',
+           'seed_cells', 'split_health', 'write_seed_csv', 'read_seed_csv', 'from_one_source', 'read_seed_csvs',
+           'device_ratios', 'param_sweep', 'tuned_params', 'levelled_off', 'own_lr', 'seed_flags', 'table_rows',
+           'unrun_rows', 'paper_view', 'plot_curves']
 
 # %% ../nbs/09c_evidence.ipynb #c9efbfc9
 LEARNED_FACTOR = 2  # a run learned when its best accuracy reaches twice chance ...
@@ -182,12 +182,26 @@ def margin_cell(method: str, values: dict, health: dict) -> dict:
     )
 
 
-def mechanism_health(curve: pd.DataFrame, method: str, mechanism: Mechanism) -> Health:
-    """`INERT` when `method`'s own term, the median over rounds of its logged `mechanism.column`, is below the level at
-    which it is its base method; `PRECONDITION` when the run logs no such column and the mechanism is `required`."""
+def term_rounds(curve: pd.DataFrame, run: Health = OK) -> pd.DataFrame | None:
+    """The rounds over which a method's own term is read: all of them; for a run that diverged or collapsed, those up to
+    its best evaluated round, while its model still learned (a dead model's term measures nothing of the method). None
+    where those are under a fifth of its rounds: too few to tell its term from its base method's."""
+    if run.kind not in (Kind.DIVERGED, Kind.COLLAPSED):
+        return curve
+    ev = _evaluated(curve)
+    best = ev['round'].iloc[int(ev['test_acc'].to_numpy(float).argmax())]
+    return curve[curve['round'] <= best] if best >= curve['round'].max() / 5 else None
+
+
+def mechanism_health(curve: pd.DataFrame, method: str, mechanism: Mechanism, run: Health = OK) -> Health:
+    """`INERT` when `method`'s own term, the median of its logged `mechanism.column` over the `term_rounds` of its run
+    (whose health is `run`), is below the level at which it is its base method; `PRECONDITION` when the run logs no such
+    column and the mechanism is `required`. A failed run whose term cannot be read keeps its failure as its own."""
     if mechanism.column not in curve:
         return Health(Kind.PRECONDITION, f'{method} logs no {mechanism.column!r}') if mechanism.required else OK
-    size = float(np.nanmedian(curve[mechanism.column].abs().to_numpy(float)))
+    if (alive := term_rounds(curve, run)) is None:
+        return OK
+    size = float(np.nanmedian(alive[mechanism.column].abs().to_numpy(float)))
     if size < mechanism.inert_below:
         return Health(
             Kind.INERT,
@@ -364,7 +378,7 @@ def _cell_health(own: Health, run: Health, curve, method: str, mechanism) -> Hea
     check(isinstance(own, Health), 'cell health', own, 'a Health (fedrepro.repro.Health), not text')
     if not own.ok:
         return own
-    term = mechanism_health(curve, method, mechanism) if mechanism and curve is not None else OK
+    term = mechanism_health(curve, method, mechanism, run) if mechanism and curve is not None else OK
     return term if term.kind is Kind.INERT or run.ok else run
 
 

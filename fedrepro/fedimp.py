@@ -658,7 +658,9 @@ def fedimp_cells(runs: dict, chance: float, health: dict) -> list[dict]:
             dict(method=m, metric='rounds to target', value=rounds[m], health=reach),
         ]
         # means over rounds 2 on, once EWC has a global Fisher; what EWC does to the clients needs EWC engaged
-        ewc = mechanism_health(c, m, EWC_TERM) if c.get('ewc_share', pd.Series()).notna().any() else OK
+        ewc = (
+            mechanism_health(c, m, EWC_TERM, health.get(m, OK)) if c.get('ewc_share', pd.Series()).notna().any() else OK
+        )
         for col, metric in DIAGNOSTIC_CELLS.items():
             if c.get(col, pd.Series()).notna().any():  # FedImp's own diagnostics: none in FedAvg's runs
                 h = ewc if col != 'local_loss' else OK

@@ -17,7 +17,7 @@ from .metrics import final_accuracy, t_reach
 from .runner import run
 from .repro import Paper, Setting, Claim, Compare, Band, Never, Derived, Metric, FINAL_ACC, ROUNDS, SWEEP_SEEDS
 from .repro import reference_health, target_health, margin_cell, Health, Kind, OK
-from .repro import Constant, Mechanism, NotAbove, mechanism_health, split_health
+from .repro import Constant, Mechanism, NotAbove, mechanism_health, split_health, term_rounds
 
 # %% auto #0
 __all__ = ['FEDSSD_METHODS', 'PAPER_DATA', 'STRENGTHS', 'AUX', 'ALPHAS', 'ABLATION', 'MINI_DATA', 'MINI_DATA_100',
@@ -392,10 +392,11 @@ def fedssd_cells(runs: dict, chance: float, health: dict) -> list[dict]:
     out = [dict(method=m, metric='ACC', value=v) for m, v in acc.items()]
     out += [dict(method=m, metric='ACC at R/10', value=v) for m, c in runs.items() if np.isfinite(v := early_acc(c))]
     out += [dict(method=m, metric=LATE_ACC, value=v) for m, c in runs.items() if np.isfinite(v := late_acc(c))]
-    out += [cell for m, c in runs.items() if 'mask_nonzero' in c for cell in mask_cells(m, c)]
+    masks = [mask_cells(m, c, health.get(m, OK)) for m, c in runs.items() if 'mask_nonzero' in c]
+    out += [cell for cells in masks for cell in cells]
     out += [cell for m, c in runs.items() for cell in local_cells(m, c)]
     if 'FedAvg' not in runs:
-        return gated(out, runs)
+        return gated(out, runs, health)
     target = acc['FedAvg']
     # FedAvg's run sets T's target: learned, plateaued, above the learned level
     to_target = target_health(runs, health, 'FedAvg', chance, targets=[target])
@@ -411,14 +412,16 @@ def fedssd_cells(runs: dict, chance: float, health: dict) -> list[dict]:
             out.append(dict(method=m, metric="ACC − FedAvg's", value=acc[m] - target, health=against))
     if 'FedSSD' in acc:
         out.append(margin_cell('FedSSD', acc, health))
-    return gated(out, runs)
+    return gated(out, runs, health)
 
 
-def gated(out: list[dict], runs: dict) -> list[dict]:
+def gated(out: list[dict], runs: dict, health: dict) -> list[dict]:
     """`out` with the cells of each `FEDSSD_MECHANISMS` method, but the `UNGATED`, `term inert` where its term is
-    (`mechanism_health`: the median over rounds under the level). A cell's own precondition comes first, then the term,
-    as the protocol orders them: a run whose term was inert failed as FedAvg, not as itself."""
-    term = {m: mechanism_health(c, m, FEDSSD_MECHANISMS[m]) for m, c in runs.items() if m in FEDSSD_MECHANISMS}
+    (`mechanism_health`: the median over the rounds its run learned in under the level; `health`: {method: `Health`}).
+    A cell's own precondition comes first, then the term, as the protocol orders them: a run whose term was inert
+    failed as FedAvg, not as itself."""
+    mechanisms = {m: (c, FEDSSD_MECHANISMS[m]) for m, c in runs.items() if m in FEDSSD_MECHANISMS}
+    term = {m: mechanism_health(c, m, k, health.get(m, OK)) for m, (c, k) in mechanisms.items()}
     for cell in out:
         h = term.get(cell['method'], OK)
         if not h.ok and cell['metric'] not in UNGATED and cell.get('health', OK).ok:
@@ -444,22 +447,23 @@ def late_acc(c: pd.DataFrame, column: str = 'test_acc') -> float:
     return float(late.mean()) if len(late) else math.nan
 
 
-def mask_cells(method: str, c: pd.DataFrame) -> list[dict]:
-    """Claim C5's cells of a credibility-mask run: its non-zero fraction and trend; $\\mathcal L_{SSD}/\\mathcal L_{CE}$
-    in the last round and its median over the rounds (the mechanism diagnostic). A mask the same in every round has no
-    trend: its cell says so (a precondition), not left out."""
+def mask_cells(method: str, c: pd.DataFrame, run: Health = OK) -> list[dict]:
+    """Claim C5's cells of a credibility-mask run (whose health is `run`): its non-zero fraction and trend;
+    $\\mathcal L_{SSD}/\\mathcal L_{CE}$ in the last round and its median over the rounds `mechanism_health` reads
+    (`term_rounds`; every round where a run failed too early for any). A mask the same in every round has no trend: its
+    cell says so (a precondition), not left out."""
     d = c.dropna(subset=['mask_nonzero']).sort_values('round')
     if d.empty:
         return []
-    flat = d['mask_nonzero'].nunique() == 1
+    flat, alive = d['mask_nonzero'].nunique() == 1, term_rounds(c, run)
+    alive = c if alive is None else alive
     trend = math.nan if flat else d['round'].corr(d['mask_nonzero'], method='spearman')
     cells = {
         'mask non-zero, round 1': d['mask_nonzero'].iloc[0],
         'mask non-zero, last round': d['mask_nonzero'].iloc[-1],
         'mask non-zero trend': trend,
         'SSD / CE, last round': d['ssd_over_ce'].iloc[-1],
-        # what `mechanism_health` reads
-        'SSD / CE, median over rounds': np.nanmedian(c['ssd_over_ce'].abs().to_numpy(float)),
+        'SSD / CE, median over rounds': np.nanmedian(alive['ssd_over_ce'].abs().to_numpy(float)),
     }
     out = [dict(method=method, metric=k, value=float(v)) for k, v in cells.items() if np.isfinite(v)]
     if flat:
