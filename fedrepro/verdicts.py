@@ -380,11 +380,10 @@ class Compare(Declared):
         check(self.better in ('lower', 'higher'), 'Compare.better', self.better, "'lower' or 'higher'")
 
     def judge(self, cells: pd.DataFrame) -> Judged:
-        runs = _compared(self)
-        note = settled(self.setting, runs, _pair(self), cells) if self.settles else ''
-        va, vb, seeds, out, kept = _paired(
+        va, vb, seeds, out, kept = _paired(  # its own preconditions (an inert term) first, then the convergence rule
             cells, self.setting, self.metric, self.a, self.b, self.better, setting_b=self.setting_b
         )
+        note = settled(self.setting, _compared(self), _pair(self), cells) if self.settles else ''
         log = self.log and bool((va > 0).all() and (vb > 0).all())
         (xa, _), (xb, _) = _log(va, log), _log(vb, log)
         claim = 'less' if self.better == 'lower' else 'greater'
