@@ -23,10 +23,10 @@ __all__ = ['FEDREG_METHODS', 'EMNIST_MINI_LR', 'CIFAR100_MINI_LR', 'CIFAR10_ONE_
            'CT_MINI_LR', 'MINI_TUNED', 'FEDREG_SETTINGS', 'FEDREG_PRIVACY_METHODS', 'DP_CLIP', 'MINI_DP_SIGMA',
            'TABLE4', 'TABLE4_SETTINGS', 'MINI_TABLE4_SKIP', 'PROTECTED', 'REFERENCE_LR', 'REFERENCE_ROUNDS', 'OWN_LR',
            'FEDREG_THRESHOLDS', 'FEDREG_GPU_RATIOS', 'ETA_FACTORS', 'SWEEP_FACTORS', 'SWEEP_LEVELS', 'sweep_method',
-           'MG_UNTUNED', 'FEDREG_CLAIMS', 'FEDREG_METRICS', 'FEDREG_FEEDS', 'FEDREG', 'FORGETTING_METRICS',
-           'soft_cross_entropy', 'fgsm_ascent', 'pseudo_and_perturbed', 'SyntheticPass', 'projection_weights',
-           'project', 'FedReg', 'EagerFedReg', 'with_privacy', 'with_reference', 'with_own_lr', 'fedreg_cells',
-           'forgetting_pair', 'forgetting_cells']
+           'MG_UNTUNED', 'FEDREG_UNTUNED', 'FEDREG_CLAIMS', 'FEDREG_METRICS', 'FEDREG_FEEDS', 'FEDREG',
+           'FORGETTING_METRICS', 'soft_cross_entropy', 'fgsm_ascent', 'pseudo_and_perturbed', 'SyntheticPass',
+           'projection_weights', 'project', 'FedReg', 'EagerFedReg', 'with_privacy', 'with_reference', 'with_own_lr',
+           'fedreg_cells', 'forgetting_pair', 'forgetting_cells']
 
 # %% ../nbs/10_fedreg.ipynb #038c5498
 def soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -820,13 +820,27 @@ _DPSGD = ('DPSGD', 'FedAvg with DPSGD', 'FedProx with DPSGD', 'FedCurv with DPSG
 # the CT stand-in's are swept and run at the pick: MINI_TUNED; EMNIST's was swept at the shared rate)
 MG_UNTUNED = {
     _C10O: "its η_s is the paper's CIFAR-10 value, 0.001, not swept on this stand-in",
-    _EM: "its η_s, 0.27, was swept at the shared rate 0.05, not at FedReg's 0.2 that it runs at",
+    _EM: "its η_s, 0.27, was swept at the shared rate 0.05, not at FedReg's 0.2 that it runs at, and its γ is FedReg's "
+    'untuned one (`FEDREG_UNTUNED`)',
 }
 
 
 def _mg(c):
     "A comparison in MG's favour, under the protocol's `Untuned` rule where MG's η_s is not swept."
     return Untuned(c, 'FedReg with MG', MG_UNTUNED[c.setting]) if c.setting in MG_UNTUNED else c
+
+
+# where FedReg runs at values its sweep at the rate it runs at did not pick (the mini scale's section: EMNIST's were
+# picked at the shared 0.05), until its runs repeat at the pick
+FEDREG_UNTUNED = {
+    _EM: "its γ, 0.4, was picked at the shared rate 0.05; at its own 0.2 its sweep picks γ = 0.8 (mean accuracy 0.603 "
+    'against 0.602), at which its runs repeat',
+}
+
+
+def _own(checks: tuple) -> tuple:
+    "Comparisons in FedReg's favour, each under the protocol's `Untuned` rule where FedReg's values are not its pick."
+    return tuple(Untuned(c, 'FedReg', FEDREG_UNTUNED[c.setting]) if c.setting in FEDREG_UNTUNED else c for c in checks)
 
 
 _MESSAGE = "derived in the FedReg chapter, 'What each method must send'"
@@ -892,12 +906,12 @@ FEDREG_CLAIMS = [
         '6',
         "EMNIST: FedReg's R0.5 and R0.9 are below every other method's, "
         "SGD's included (6/24 against 117–149/170–221, SGD 74/160), and its ACC is the best (0.987) (Table 1)",
-        _fewer(_EM, ('R0.5', 'R0.9'), ('SGD',) + _FL) + _best(_EM, FEDREG_METHODS),
+        _own(_fewer(_EM, ('R0.5', 'R0.9'), ('SGD',) + _FL) + _best(_EM, FEDREG_METHODS)),
     ),
     Claim(
         '6b',
         "EMNIST: FedReg's R1.0 is below every other method's (299 against 432–470; SCAFFOLD never) (Table 1)",
-        _fewer(_EM, ('R1.0',), ('SGD',) + _FL),
+        _own(_fewer(_EM, ('R1.0',), ('SGD',) + _FL)),
     ),
     Claim(
         '7',
@@ -1139,19 +1153,21 @@ FEDREG_CLAIMS = [
         '24',
         "The advantage is especially large on EMNIST, with twice MNIST's clients (Section 4.2): FedReg's R1.0 as a "
         "fraction of SGD's is smaller on EMNIST than on MNIST (Table 1: 0.64 against 0.77 and 0.91)",
-        tuple(Compare(_EM, "R1.0 / SGD's", 'FedReg', 'FedReg', 'lower', setting_b=m) for m in (_MN2, _MN1)),
+        _own(tuple(Compare(_EM, "R1.0 / SGD's", 'FedReg', 'FedReg', 'lower', setting_b=m) for m in (_MN2, _MN1))),
     ),
     Claim(
         '25',
         "FedReg's convergence is competitive (Conclusion; Section 4.2 claims more): in each setting of Tables 1–3 "
         "that runs here it reaches SGD's best within 1.1× SGD's rounds, and no baseline's ACC is above its by more "
         'than 0.02',
-        tuple(Band(st, 'FedReg', "R1.0 / SGD's", hi=1.1) for st in (_MN2, _MN1, _EM, _C10U, _C10O, _C100))
-        + tuple(
-            NotAbove(st, 'ACC', m, 'FedReg', 0.02)
-            for st in (_MN2, _MN1, _EM, _C10U, _C10O, _C100)
-            for m in _run(st)
-            if m != 'FedReg'
+        _own(
+            tuple(Band(st, 'FedReg', "R1.0 / SGD's", hi=1.1) for st in (_MN2, _MN1, _EM, _C10U, _C10O, _C100))
+            + tuple(
+                NotAbove(st, 'ACC', m, 'FedReg', 0.02)
+                for st in (_MN2, _MN1, _EM, _C10U, _C10O, _C100)
+                for m in _run(st)
+                if m != 'FedReg'
+            )
         ),
     ),
     Claim(
